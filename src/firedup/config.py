@@ -1,0 +1,65 @@
+"""Parse the effective configuration servers print: SGLang's ``ServerArgs(k=v, ...)``,
+vLLM's ``{'k': v}`` and ``k=v, ...`` engine config, TGI's ``Args { k: v, ... }``,
+and ``k = v | k = v`` lists."""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def _split_top(text: str, seps: str) -> list[str]:
+    """Split at separators that are outside brackets and quotes."""
+    parts, depth, quote, start, i = [], 0, "", 0, 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        elif c in seps and depth <= 0:
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _value(raw: str) -> Any:
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return raw.strip('"')
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return raw
+    return value
+
+
+def parse(body: str, fmt: str) -> dict[str, Any]:
+    body = body.strip()
+    if fmt == "dict":
+        body = body.strip("{}")
+    elif fmt == "rust":
+        body = body[body.find("{") + 1:body.rfind("}")] if "{" in body else body
+    seps, kv = {"kwargs": (",", "="), "dict": (",", ":"), "rust": (",", ":"), "kv": ("|,", "=")}[fmt]
+    out: dict[str, Any] = {}
+    for item in _split_top(body, seps):
+        key, sep, raw = item.partition(kv)
+        if not sep:
+            continue
+        key = key.strip().strip("'\"")
+        if key.isidentifier() or key.replace("-", "_").replace(".", "_").isidentifier():
+            out[key] = _value(raw.strip())
+    return out

@@ -1,0 +1,57 @@
+"""``diagnose``: read a finished (or still growing) log and return its verdict."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import BinaryIO
+
+from .engine import Engine
+from .judge import Judge, Verdict
+
+CHUNK = 4 << 20
+
+
+class InputError(Exception):
+    """The log cannot be read."""
+
+
+def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | None = None) -> Verdict:
+    """Run every line of a binary stream through the rules and the judge.
+
+    ``limit`` stops after that many bytes: a file still being written is read
+    as far as it went when diagnose started.
+    """
+    engine = Engine(server=server)
+    judge = Judge(server=server)
+    remaining = limit
+    while True:
+        size = CHUNK if remaining is None else min(CHUNK, remaining)
+        if size <= 0:
+            break
+        chunk = stream.read(size)
+        if not chunk:
+            break
+        if remaining is not None:
+            remaining -= len(chunk)
+        for signal in engine.feed(chunk):
+            judge.feed(signal)
+    for signal in engine.close():
+        judge.feed(signal)
+    return judge.finish()
+
+
+def diagnose(source: str | os.PathLike | BinaryIO, server: str | None = None) -> Verdict:
+    """Diagnose a log file (a path, ``"-"`` for standard input, or an open binary file)."""
+    if hasattr(source, "read"):
+        return diagnose_stream(source, server)
+    if str(source) == "-":
+        return diagnose_stream(sys.stdin.buffer, server)
+    name = os.fspath(source)
+    try:
+        with open(name, "rb") as f:
+            # A regular file may still be growing: read what is there now.
+            limit = os.fstat(f.fileno()).st_size if os.path.isfile(name) else None
+            return diagnose_stream(f, server, limit)
+    except OSError as e:
+        raise InputError(f"cannot read {name}: {e.strerror or e}") from None

@@ -1,0 +1,125 @@
+"""The rules engine: bytes in, signals out.
+
+It finds candidate lines with the scanner, parses them (``lines``), feeds
+traceback blocks (``tracebacks``), works out the server family, and lets the
+first rule in priority order that matches a line speak for it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from . import config, lines, rules, tracebacks
+from .rules import Rule, RuleSet
+from .scanner import Prefilter, Scanner
+from .signals import Signal
+
+
+class Engine:
+    def __init__(self, ruleset: RuleSet | None = None, server: str | None = None):
+        self.ruleset = ruleset or rules.load()
+        if server is not None and server not in self.ruleset.packs:
+            raise ValueError(f"unknown server {server!r}")
+        self.family = server
+        self._fixed = server is not None
+        needles: list[str] = []
+        self._tags: list[Any] = []
+        for rule in self.ruleset.rules:
+            needles.append(rule.pattern.pattern)
+            self._tags.append(rule)
+        for pack in self.ruleset.packs.values():
+            for p in pack.detect:
+                needles.append(p.pattern)
+                self._tags.append(pack.family)
+        for p in tracebacks.PREFILTER:
+            needles.append(p)
+            self._tags.append(None)
+        self.scanner = Scanner(Prefilter(needles))
+        self.tracebacks = tracebacks.Assembler()
+        self._cause_rules = [r for r in self.ruleset.rules if r.cause]
+
+    def feed(self, data: bytes) -> list[Signal]:
+        return self._run(self.scanner.feed(data))
+
+    def close(self) -> list[Signal]:
+        """End of input: flush the partial last line and open tracebacks."""
+        out = self._run(self.scanner.close())
+        out += self._attach(self.tracebacks.close())
+        return out
+
+    def _run(self, segments) -> list[Signal]:
+        out: list[Signal] = []
+        before = self.scanner.lines
+        heartbeats = 0
+        for lineno, segment, ids in segments:
+            heartbeats += self._line(lineno, segment, ids, out)
+        new = self.scanner.lines - before
+        if new and self.scanner.last is not None:
+            lineno, raw = self.scanner.last
+            out.append(Signal("lines", lineno, lines.clean(raw.decode("utf-8", "replace")),
+                              data={"n": new, "heartbeats": heartbeats}))
+        return out
+
+    def _line(self, lineno: int, segment: bytes, ids: list[int], out: list[Signal]) -> int:
+        line = lines.parse(segment.decode("utf-8", "replace"))
+        candidates: list[Rule] = []
+        for pid in ids:
+            tag = self._tags[pid]
+            if isinstance(tag, Rule):
+                candidates.append(tag)
+            elif isinstance(tag, str) and self.family is None:
+                self.family = tag
+                out.append(Signal("detect", lineno, line.text, data={"server": tag}))
+        out += self._attach(self.tracebacks.feed(lineno, line))
+        self.scanner.dense = self.tracebacks.open
+        found = self._match(line, sorted(set(candidates), key=lambda r: r.index))
+        if found is None:
+            return 0
+        rule, m = found
+        signal = self._signal(rule, m.groupdict(), lineno, line)
+        if rule.kind == "fatal" and rule.cause is None:
+            signal = replace(signal, explains=self._cause_of(line))
+        elif rule.kind == "benign" and self.tracebacks.open:
+            return 0  # frames of a traceback are not warnings
+        out.append(signal)
+        return rule.kind == "heartbeat"
+
+    def _match(self, line: lines.Line, candidates) -> tuple[Rule, re.Match] | None:
+        """The first rule in priority order that matches the line's message (or whole text)."""
+        for rule in candidates:
+            if rule.family != "generic" and self.family not in (None, rule.family):
+                continue
+            m = rule.pattern.search(line.message)
+            if m is None and line.text is not line.message:
+                m = rule.pattern.search(line.text)
+            if m is not None:
+                return rule, m
+        return None
+
+    def _cause_of(self, line: lines.Line) -> Rule | None:
+        """The first rule in priority order that names a cause and matches the line."""
+        found = self._match(line, self._cause_rules)
+        return found[0] if found else None
+
+    def _attach(self, signals: list[Signal]) -> list[Signal]:
+        """Give each exception line the rule that names its cause."""
+        return [
+            replace(s, explains=self._cause_of(lines.Line(s.line, s.data["message"], s.origin, "")))
+            if s.kind == "exception" else s
+            for s in signals
+        ]
+
+    @staticmethod
+    def _signal(rule: Rule, captures: dict[str, Any], lineno: int, line: lines.Line) -> Signal:
+        data = {k: v for k, v in captures.items() if v is not None}
+        if rule.kind == "config" and rule.format and "body" in data:
+            body = data.pop("body")
+            data = {**config.parse(body, rule.format), **data}
+        elif rule.kind == "progress":
+            data["n"] = int(data.get("n", 0))
+            data["total"] = int(data.get("total", 0))
+            if data.get("desc"):
+                data["desc"] = data["desc"].strip(" :")
+        return Signal(rule.kind, lineno, line.text, rule, line.origin, data)

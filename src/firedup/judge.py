@@ -1,0 +1,279 @@
+"""The judge: a pure state machine from signals and clock readings to a verdict.
+
+No I/O and no sleeping: every method takes ``now`` (seconds, any monotonic
+origin), so tests drive it with a fake clock. It owns every deadline: the stall
+window, the hard timeout, and the grace period a traceback gets while its
+process is still alive.
+
+Rules for the outcome:
+- a ``fatal`` line decides ``failed`` at once, before or after ready;
+- exceptions before ready are pending: the process exiting, the grace period
+  passing without progress, or the end of a finished log makes them ``failed``;
+  a later phase, moving progress or ready clears them;
+- after ready, exceptions are request or shutdown noise unless the process then
+  exits with an error;
+- ``stalled`` needs a stall window with no progress evidence: a new phase,
+  progress that moves, log lines that are not heartbeats, probe evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .rules import PHASES
+from .signals import Signal
+
+WEAK_CAUSES = (None, "worker_died", "other")
+MAX_BENIGN = 50
+# Cause lines further than this before the failure do not explain it.
+CONTEXT_LINES = 500
+
+EXIT_CODES = {"ready": 0, "failed": 1, "stalled": 3, "timeout": 4, "incomplete": 5}
+
+OTHER_EXPLANATION = "The server stopped on an error that no rule names; the evidence line is the root error."
+OTHER_REMEDY = "Read the traceback around the evidence line; if it is a new failure mode, add a rule to the pack."
+EXIT_EXPLANATION = "The server process exited before it was ready and left no error line that firedup recognises."
+EXIT_REMEDY = "Read the last lines of the log; run the command by hand to see its output."
+
+
+@dataclass
+class Verdict:
+    outcome: str
+    cause: str | None = None
+    server: str | None = None
+    phase: str | None = None
+    evidence: dict[str, Any] | None = None
+    explanation: str | None = None
+    remedy: str | None = None
+    progress: dict[str, Any] | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    benign: list[dict[str, Any]] = field(default_factory=list)
+    version: str | None = None
+    elapsed: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+    exit_code: int | None = None
+
+    @property
+    def code(self) -> int:
+        return EXIT_CODES[self.outcome]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "outcome": self.outcome, "cause": self.cause, "server": self.server,
+            "phase": self.phase, "evidence": self.evidence, "explanation": self.explanation,
+            "remedy": self.remedy, "progress": self.progress, "config": self.config,
+            "benign": self.benign, "version": self.version,
+        }
+        if self.elapsed or self.exit_code is not None:
+            d.update(elapsed=round(self.elapsed, 3), phases=self.phases, exit_code=self.exit_code)
+        return d
+
+
+def _score(s: Signal) -> int:
+    """How well a failure signal proves the failure and names its cause."""
+    if s.cause not in WEAK_CAUSES:
+        return 3
+    if s.kind == "exception" or s.cause:
+        return 2
+    if s.kind == "fatal":
+        return 1
+    return 0  # a traceback cut off before its exception line
+
+
+class Judge:
+    def __init__(self, *, now: float = 0.0, stall: float | None = None, timeout: float | None = None,
+                 grace: float = 30.0, server: str | None = None):
+        self.stall = stall
+        self.timeout = timeout
+        self.grace = grace
+        self.server = server
+        self.started = now
+        self._reset(now)
+        self.config: dict[str, Any] = {}
+        self.version: str | None = None
+
+    def _reset(self, now: float) -> None:
+        self.phase = "init"
+        self.phase_started = now
+        self.phases: dict[str, float] = {}
+        self.progress: dict[str, Any] | None = None
+        self.last_evidence = now
+        self.last_line: Signal | None = None
+        self.ready: Signal | None = None
+        self.fatal = False
+        self.candidates: list[Signal] = []
+        self.failure_phase: str | None = None
+        self.pending_since: float | None = None
+        self.causes: list[Signal] = []
+        self.benign: list[dict[str, Any]] = []
+        self._benign_seen: set[tuple[str, str]] = set()
+        self.exit_code: int | None = None
+        self.after_ready: list[Signal] = []
+
+    # -- input ---------------------------------------------------------------
+
+    def feed(self, s: Signal, now: float = 0.0) -> None:
+        kind = s.kind
+        if s.rule is not None and s.rule.start and (self.ready or self.candidates or self.fatal):
+            self._reset(now)  # a new run appended to the same log
+        if kind == "lines":
+            self.last_line = s
+            if s.data["n"] > s.data["heartbeats"]:
+                self._evidence(now)
+            return
+        if kind == "detect":
+            self.server = self.server or s.data["server"]
+            return
+        if kind == "evidence":
+            self._evidence(now)
+            return
+        if kind == "exit":
+            self.exit_code = s.data["code"]
+            if self.ready is None and not self.candidates:
+                self.failure_phase = self.phase
+            return
+        if s.rule is not None and s.rule.phase:
+            self._enter(s.rule.phase, now)
+        if kind == "config":
+            self.config.update((k, v) for k, v in s.data.items() if k != "version")
+            self.version = s.data.get("version", self.version)
+        elif kind == "benign":
+            self._benign(s)
+        elif kind == "progress":
+            self._progress(s, now)
+        elif kind == "cause":
+            self.causes.append(s)
+            if len(self.causes) > 64:
+                del self.causes[:32]
+        elif kind == "ready":
+            if not self.fatal and self.ready is None:
+                self.ready = s
+                self.candidates.clear()
+                self.pending_since = None
+                self._enter("serving", now)
+        elif kind == "fatal":
+            self._fail(s, now)
+            self.fatal = True
+        elif kind in ("exception", "traceback"):
+            if self.ready is not None and not self.fatal:
+                self.after_ready.append(s)
+                del self.after_ready[:-16]
+            else:
+                self._fail(s, now)
+
+    def _fail(self, s: Signal, now: float) -> None:
+        if not self.candidates:
+            self.failure_phase = self.phase
+            self.pending_since = now
+        self.candidates.append(s)
+
+    def _evidence(self, now: float) -> None:
+        self.last_evidence = now
+
+    def _enter(self, phase: str, now: float) -> None:
+        if PHASES.index(phase) <= PHASES.index(self.phase):
+            return
+        self.phases[self.phase] = round(self.phases.get(self.phase, 0.0) + now - self.phase_started, 3)
+        self.phase = phase
+        self.phase_started = now
+        self.progress = None
+        self._evidence(now)
+        self._clear_pending()
+
+    def _progress(self, s: Signal, now: float) -> None:
+        new = {"desc": s.data.get("desc") or self.phase, "n": s.data["n"], "total": s.data["total"]}
+        old = self.progress
+        self.progress = new
+        if old is None or (old["desc"], old["n"]) != (new["desc"], new["n"]):
+            self._evidence(now)
+            self._clear_pending()
+
+    def _clear_pending(self) -> None:
+        # Start-up went on after the exception: it was handled.
+        if self.candidates and not self.fatal:
+            self.candidates.clear()
+            self.pending_since = None
+
+    def _benign(self, s: Signal) -> None:
+        key = (s.rule.id, s.line.split("]")[-1][-120:])
+        if len(self.benign) < MAX_BENIGN and key not in self._benign_seen:
+            self._benign_seen.add(key)
+            self.benign.append({"line": s.line, "lineno": s.lineno, "rule": s.rule.id})
+
+    # -- decisions -----------------------------------------------------------
+
+    def decide(self, now: float) -> Verdict | None:
+        """The verdict as soon as it can be known, or None to keep watching."""
+        if self.fatal:
+            return self._failed(now)
+        if self.exit_code is not None:
+            if self.ready is not None and self.exit_code == 0:
+                return None
+            return self._failed(now)
+        if self.ready is not None:
+            return self._verdict("ready", now, self._evidence_of(self.ready))
+        if self.candidates and now - self.pending_since >= self.grace:
+            return self._failed(now)
+        if self.timeout is not None and now - self.started >= self.timeout:
+            return self._verdict("timeout", now, self._last_line())
+        if self.stall is not None and now - self.last_evidence >= self.stall:
+            return self._verdict("stalled", now, self._last_line())
+        return None
+
+    def finish(self, now: float = 0.0) -> Verdict:
+        """The verdict on a finished log: no more lines will come."""
+        if self.fatal or self.candidates or (self.exit_code not in (None, 0) and self.ready is None):
+            return self._failed(now)
+        if self.ready is not None:
+            return self._verdict("ready", now, self._evidence_of(self.ready))
+        return self._verdict("incomplete", now, self._last_line())
+
+    def _failed(self, now: float) -> Verdict:
+        candidates = self.candidates or self.after_ready
+        if not candidates:
+            return self._verdict("failed", now, self._last_line(), cause="other",
+                                 explanation=EXIT_EXPLANATION, remedy=EXIT_REMEDY)
+        best = max(candidates, key=_score)  # max keeps the first of equals: the root
+        rule = best.cause_rule
+        evidence = best
+        if best.cause in WEAK_CAUSES:
+            context = self._context_cause(best)
+            if context is not None:
+                rule = context.cause_rule
+                if _score(best) <= 1:
+                    evidence = context
+        if rule is None or rule.cause is None:
+            return self._verdict("failed", now, self._evidence_of(evidence), cause="other",
+                                 explanation=OTHER_EXPLANATION, remedy=OTHER_REMEDY)
+        return self._verdict("failed", now, self._evidence_of(evidence), cause=rule.cause,
+                             explanation=rule.explanation, remedy=rule.remedy)
+
+    def _context_cause(self, best: Signal) -> Signal | None:
+        before = [c for c in self.causes if best.lineno - CONTEXT_LINES <= c.lineno <= best.lineno]
+        if before:
+            return before[-1]
+        after = [c for c in self.causes if c.lineno > best.lineno]
+        return after[0] if after else None
+
+    def _last_line(self) -> dict[str, Any] | None:
+        return self._evidence_of(self.last_line) if self.last_line else None
+
+    @staticmethod
+    def _evidence_of(s: Signal) -> dict[str, Any]:
+        return {"line": s.line, "lineno": s.lineno}
+
+    def _verdict(self, outcome: str, now: float, evidence: dict[str, Any] | None, *,
+                 cause: str | None = None, explanation: str | None = None,
+                 remedy: str | None = None) -> Verdict:
+        phases = dict(self.phases)
+        phases[self.phase] = round(phases.get(self.phase, 0.0) + now - self.phase_started, 3)
+        phase = self.phase
+        if outcome == "failed":
+            phase = "serving" if self.ready is not None else (self.failure_phase or self.phase)
+        return Verdict(
+            outcome=outcome, cause=cause, server=self.server, phase=phase, evidence=evidence,
+            explanation=explanation, remedy=remedy, progress=self.progress, config=dict(self.config),
+            benign=list(self.benign), version=self.version, elapsed=now - self.started,
+            phases=phases, exit_code=self.exit_code,
+        )

@@ -1,0 +1,82 @@
+"""Raw log text → clean lines: ANSI removed, and the prefixes servers, workers,
+loggers and container runtimes put in front of a message split off, so that
+rules match the message whatever wrote it."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+ANSI = re.compile(r"\x1b\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+
+# Each pattern removes one prefix; they are tried again until none applies, so
+# stacked prefixes (docker timestamp + SGLang bracket, worker + vLLM level) peel
+# off in any order. Group "origin" names the writer, group "level" the level.
+_PREFIXES = [
+    # docker compose service column: "ollama  | "
+    re.compile(r"(?P<origin>[\w.-]+)\s+\| "),
+    # ISO / docker timestamps: "2025-02-04 21:21:33 ", "2025-10-13T22:12:09.754618Z  INFO "
+    re.compile(
+        r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
+        r"(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\s+)?"
+    ),
+    # SGLang: "[2025-04-09 05:05:13 TP0] ", "[2025-04-09 05:05:13 DP0 TP0 EP0] "
+    re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?P<origin>[A-Z]+\d+(?: [A-Z]+\d+)*))?\] "),
+    # vLLM / Ray workers: "(APIServer pid=1805) ", "(VllmWorker rank=0 pid=12) "
+    re.compile(r"(?P<origin>\((?:[\w.-]+)(?: (?:rank|pid|ip|node)=[\w.:-]+)+\)) ?"),
+    # vLLM levels: "INFO 04-25 08:50:55 [file.py:44] ", old "INFO 10-12 00:26:58 launcher.py:27] "
+    re.compile(
+        r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+        r"(?:\[[^\]\s]+\] |[\w.-]+:\d+\] )"
+    ),
+    # torch distributed ranks: "[rank0]: "
+    re.compile(r"(?P<origin>\[rank\d+\]):? "),
+    # uvicorn: "INFO:     "
+    re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"),
+    # llama.cpp log format: "0.03.017.828 I "
+    re.compile(r"\d+\.\d\d\.\d\d\d\.\d\d\d (?P<level>[DIWE]) "),
+    # glog (Triton): "E0306 16:40:07.708802 117 backend_model.cc:691] "
+    re.compile(r"(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] "),
+    # TensorRT-LLM: "[TensorRT-LLM][INFO] ", "[TRT-LLM] [I] "
+    re.compile(r"\[(?:TensorRT-LLM|TRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] "),
+    # lmdeploy / python logging: "2024-04-02 10:00:00,123 - lmdeploy - INFO - "
+    re.compile(r"(?P<origin>[\w.]+) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "),
+]
+_RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+_LEVELS = {
+    "W": "WARNING", "WARN": "WARNING", "E": "ERROR", "F": "FATAL", "I": "INFO", "D": "DEBUG",
+}
+
+
+class Line(NamedTuple):
+    text: str  # the line as written, ANSI codes and trailing whitespace removed
+    message: str  # the text with known prefixes removed: what rules match
+    origin: str  # the worker or service that wrote it ("" when unknown)
+    level: str  # normalised log level ("" when unknown)
+
+
+def clean(raw: str) -> str:
+    """Remove ANSI escape sequences and trailing whitespace."""
+    if "\x1b" in raw:
+        raw = ANSI.sub("", raw)
+    return raw.rstrip()
+
+
+def parse(raw: str) -> Line:
+    text = clean(raw)
+    message = text
+    origin = level = ""
+    for _ in range(6):
+        for prefix in _PREFIXES:
+            m = prefix.match(message)
+            if m and m.end() < len(message):
+                groups = m.groupdict()
+                origin = groups.get("origin") or origin
+                level = groups.get("level") or level
+                message = message[m.end():]
+                break
+        else:
+            break
+    if message.endswith("across cluster]"):
+        message = _RAY_REPEAT.sub("", message)
+    return Line(text, message, origin, _LEVELS.get(level, level))

@@ -1,0 +1,144 @@
+"""Rule packs: one TOML file per server family, compiled into one ordered rule set.
+
+A pack lists, in priority order, rules of these kinds: ``ready``, ``phase``,
+``progress``, ``heartbeat``, ``fatal``, ``cause``, ``benign``, ``config``. Any
+rule may also move the phase (``phase = "weights"``). Packs of server families
+come before ``generic``, so that a family's reading of a line (a benign
+"No module named ..." probe) wins over the generic one.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+KINDS = ("ready", "phase", "progress", "heartbeat", "fatal", "cause", "benign", "config")
+CAUSES = (
+    "cuda_oom", "host_oom", "kv_cache_too_small", "cudnn_version", "arch_unsupported",
+    "driver_mismatch", "gpu_unavailable", "undefined_symbol", "version_mismatch",
+    "missing_shared_lib", "missing_module", "nccl", "port_in_use", "model_not_found",
+    "corrupt_checkpoint", "trust_remote_code", "unsupported_arch", "bad_argument",
+    "compile_error", "worker_died", "segfault", "warmup_failed", "other",
+)
+# The order in which a server goes through start-up; "serving" comes after ready.
+PHASES = ("init", "dist_init", "weights", "kv_cache", "compile", "cuda_graphs", "warmup", "http", "serving")
+FAMILIES = ("sglang", "vllm", "llamacpp", "tgi", "trtllm", "lmdeploy", "transformers")
+CONFIG_FORMATS = ("kwargs", "dict", "rust", "kv")
+
+
+class RuleError(ValueError):
+    """A pack file that does not hold together."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    family: str  # a name from FAMILIES, or "generic"
+    kind: str
+    pattern: re.Pattern
+    index: int  # priority: lower wins
+    cause: str | None = None
+    explanation: str = ""
+    remedy: str = ""
+    phase: str | None = None
+    format: str | None = None  # how a config rule's "body" group is written
+    start: bool = False  # the line a server prints once when it starts
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pack:
+    family: str
+    detect: tuple[re.Pattern, ...]  # lines that show a log comes from this family
+    command: tuple[re.Pattern, ...]  # command lines that start this family's server
+    health: str | None  # the HTTP path that answers 200 once ready
+    rules: tuple[Rule, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    packs: dict[str, Pack]
+    rules: tuple[Rule, ...]  # every rule, in priority order
+
+    def detect_command(self, argv: list[str]) -> str | None:
+        line = " ".join(argv)
+        for pack in self.packs.values():
+            if any(p.search(line) for p in pack.command):
+                return pack.family
+        return None
+
+
+def _compile(pattern: str, where: str) -> re.Pattern:
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise RuleError(f"{where}: bad pattern {pattern!r}: {e}") from None
+
+
+def _load_pack(name: str, text: str, start_index: int) -> Pack:
+    data = tomllib.loads(text)
+    family = data.get("family")
+    if family != name:
+        raise RuleError(f"{name}.toml: family must be {name!r}, not {family!r}")
+    rules = []
+    for i, raw in enumerate(data.get("rule", [])):
+        rid = raw.get("id") or f"{name}#{i}"
+        where = f"{name}.toml rule {rid}"
+        unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
+                              "phase", "format", "start", "examples"}
+        if unknown:
+            raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
+        kind = raw.get("kind")
+        if kind not in KINDS:
+            raise RuleError(f"{where}: kind must be one of {KINDS}, not {kind!r}")
+        cause = raw.get("cause")
+        if cause is not None and cause not in CAUSES:
+            raise RuleError(f"{where}: unknown cause {cause!r}")
+        if kind == "cause" and cause is None:
+            raise RuleError(f"{where}: a cause rule needs a cause")
+        if cause and not (raw.get("explanation") and raw.get("remedy")):
+            raise RuleError(f"{where}: a rule naming a cause needs an explanation and a remedy")
+        phase = raw.get("phase")
+        if phase is not None and phase not in PHASES:
+            raise RuleError(f"{where}: unknown phase {phase!r}")
+        if kind == "phase" and phase is None:
+            raise RuleError(f"{where}: a phase rule needs a phase")
+        fmt = raw.get("format")
+        if fmt is not None and fmt not in CONFIG_FORMATS:
+            raise RuleError(f"{where}: unknown config format {fmt!r}")
+        examples = tuple(raw.get("examples", ()))
+        if not examples:
+            raise RuleError(f"{where}: every rule needs at least one example line")
+        rules.append(Rule(
+            id=rid, family=name, kind=kind, pattern=_compile(raw["pattern"], where),
+            index=start_index + i, cause=cause, explanation=raw.get("explanation", "").strip(),
+            remedy=raw.get("remedy", "").strip(), phase=phase, format=fmt,
+            start=bool(raw.get("start", False)), examples=examples,
+        ))
+    return Pack(
+        family=name,
+        detect=tuple(_compile(p, f"{name}.toml detect") for p in data.get("detect", ())),
+        command=tuple(_compile(p, f"{name}.toml command") for p in data.get("command", ())),
+        health=data.get("health"),
+        rules=tuple(rules),
+    )
+
+
+@cache
+def load() -> RuleSet:
+    """Load every pack shipped with firedup, server families first, generic last."""
+    base = resources.files(__package__)
+    packs: dict[str, Pack] = {}
+    rules: list[Rule] = []
+    for name in (*FAMILIES, "generic"):
+        pack = _load_pack(name, base.joinpath(f"{name}.toml").read_text("utf-8"), len(rules))
+        packs[name] = pack
+        rules.extend(pack.rules)
+    ids = [r.id for r in rules]
+    dupes = {i for i in ids if ids.count(i) > 1}
+    if dupes:
+        raise RuleError(f"duplicate rule ids: {sorted(dupes)}")
+    return RuleSet(packs=packs, rules=tuple(rules))

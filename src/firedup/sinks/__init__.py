@@ -1,0 +1,1 @@
+"""Where verdicts go: the terminal, JSON, the exit code."""

@@ -1,0 +1,56 @@
+"""A verdict for people: a few short lines, coloured on a terminal."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from ..judge import Verdict
+
+STYLE = {"ready": "bold green", "failed": "bold red", "stalled": "bold yellow",
+         "timeout": "bold yellow", "incomplete": "bold yellow"}
+MARK = {"ready": "✓", "failed": "✗", "stalled": "…", "timeout": "⏱", "incomplete": "?"}
+MAX_CONFIG = 8
+# Configuration keys worth a glance first when a server prints dozens.
+KEY_CONFIG = ("model", "model_path", "model_id", "attention_backend", "tp_size",
+              "tensor_parallel_size", "dtype", "quantization", "max_model_len",
+              "context_length", "mem_fraction_static", "gpu_memory_utilization", "port")
+
+
+def _config_items(config: dict) -> list[tuple[str, object]]:
+    keys = [k for k in KEY_CONFIG if k in config]
+    keys += [k for k in config if k not in keys]
+    return [(k, config[k]) for k in keys[:MAX_CONFIG]]
+
+
+def render(verdict: Verdict, console: Console, source: str = "") -> None:
+    head = Text()
+    head.append(f"{MARK[verdict.outcome]} {verdict.outcome}", STYLE[verdict.outcome])
+    if verdict.cause:
+        head.append(f"  cause: {verdict.cause}", "bold")
+    bits = [b for b in (verdict.server or "unknown server", verdict.version and f"v{verdict.version}",
+                        verdict.phase and f"phase {verdict.phase}", source) if b]
+    head.append("  (" + ", ".join(bits) + ")", "dim")
+    console.print(head)
+    if verdict.evidence:
+        line = Text(f"  line {verdict.evidence['lineno']}: ", "dim")
+        line.append(verdict.evidence["line"])
+        console.print(line, overflow="fold")
+    if verdict.explanation:
+        console.print(Text("  why: ", "bold") + Text(verdict.explanation))
+    if verdict.remedy:
+        console.print(Text("  fix: ", "bold") + Text(verdict.remedy))
+    if verdict.progress:
+        p = verdict.progress
+        total = f"/{p['total']}" if p.get("total") else ""
+        console.print(Text(f"  progress: {p['desc']} {p['n']}{total}", "dim"))
+    if verdict.config:
+        items = ", ".join(f"{k}={v}" for k, v in _config_items(verdict.config))
+        more = len(verdict.config) - MAX_CONFIG
+        console.print(Text(f"  config: {items}" + (f" (+{more} more)" if more > 0 else ""), "dim"),
+                      overflow="ellipsis", no_wrap=True)
+    if verdict.benign:
+        first = verdict.benign[0]
+        console.print(Text(f"  ignored {len(verdict.benign)} benign line(s), e.g. line "
+                           f"{first['lineno']} [{first['rule']}]: {first['line']}", "dim"),
+                      overflow="ellipsis", no_wrap=True)

@@ -1,0 +1,109 @@
+"""Assemble Python traceback blocks from interleaved, prefixed worker output.
+
+A block runs from ``Traceback (most recent call last):`` through its frames to
+the exception line, across chained exceptions. Blocks are kept per origin (the
+worker prefix), so two workers dying at once do not mix. A closed block yields
+one ``exception`` signal per exception in its chain, root first; a block cut
+off before its exception line yields a ``traceback`` signal for its header.
+An exception line outside any block (a log window that starts after the
+frames) yields a bare ``exception`` signal.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .lines import Line
+from .signals import Signal
+
+HEADER = re.compile(r"Traceback \(most recent call last\):\s*$")
+CHAIN = re.compile(
+    r"(?:The above exception was the direct cause of the following exception|"
+    r"During handling of the above exception, another exception occurred):\s*$"
+)
+# Any exception line once frames have been seen ("KeyboardInterrupt", "x.y.Error: msg").
+_IN_BLOCK = re.compile(r"[A-Za-z_][\w.]*(?::.*)?$")
+# An exception line with no traceback around it: the name must say it is one
+# ("Error: X" alone is how Rust and Go programs report, not Python).
+BARE = re.compile(r"(?!Error:)(?:[A-Za-z_]\w*\.)*[A-Za-z_]*(?:Error|Exception)(?::\s.*)?$")
+# What the scanner must hand over for this module to see blocks and bare exceptions.
+PREFILTER = (r"Traceback \(most recent call last\)", r"(?:Error|Exception)(?::\s|\s*$)")
+# A block whose origin has written nothing for this many lines is closed.
+_MAX_SILENCE = 200
+
+
+class _Block:
+    __slots__ = ("origin", "lineno", "text", "exceptions", "state", "last")
+
+    def __init__(self, origin: str, lineno: int, text: str):
+        self.origin = origin
+        self.lineno = lineno
+        self.text = text
+        self.exceptions: list[tuple[int, Line]] = []
+        self.state = "frames"  # frames → exception → (chain → frames …)
+        self.last = lineno
+
+
+class Assembler:
+    def __init__(self) -> None:
+        self._blocks: dict[str, _Block] = {}
+
+    @property
+    def open(self) -> bool:
+        return bool(self._blocks)
+
+    def feed(self, lineno: int, line: Line) -> list[Signal]:
+        out: list[Signal] = []
+        msg = line.message
+        header = HEADER.search(msg)
+        # "Scheduler hit an exception: Traceback ..." puts the header inside a
+        # prefixed record; the frames that follow carry no prefix.
+        origin = "" if header and header.start() > 0 else line.origin
+        block = self._blocks.get(origin)
+        if header:
+            if block is not None and block.state == "chain":
+                block.state = "frames"
+                block.last = lineno
+                return out
+            if block is not None:
+                out += self._close(block)
+            self._blocks[origin] = _Block(origin, lineno, line.text)
+            return self._expire(lineno, out)
+        if block is not None:
+            block.last = lineno
+            if block.state == "frames":
+                if msg[:1].isspace() or msg.startswith("^"):
+                    return out
+                if _IN_BLOCK.match(msg):
+                    block.exceptions.append((lineno, line))
+                    block.state = "exception"
+                    return out
+            elif CHAIN.match(msg):
+                block.state = "chain"
+                return out
+            out += self._close(block)
+        if BARE.match(msg):
+            out.append(Signal("exception", lineno, line.text, origin=line.origin, data={"message": msg}))
+        return self._expire(lineno, out)
+
+    def close(self) -> list[Signal]:
+        out: list[Signal] = []
+        for block in list(self._blocks.values()):
+            out += self._close(block)
+        return out
+
+    def _expire(self, lineno: int, out: list[Signal]) -> list[Signal]:
+        for block in list(self._blocks.values()):
+            if lineno - block.last > _MAX_SILENCE:
+                out += self._close(block)
+        return out
+
+    def _close(self, block: _Block) -> list[Signal]:
+        del self._blocks[block.origin]
+        if not block.exceptions:
+            return [Signal("traceback", block.lineno, block.text, origin=block.origin)]
+        return [
+            Signal("exception", lineno, line.text, origin=line.origin,
+                   data={"message": line.message, "chain": i, "traceback": block.lineno})
+            for i, (lineno, line) in enumerate(block.exceptions)
+        ]
