@@ -17,6 +17,30 @@ from .scanner import Prefilter, Scanner
 from .signals import Signal
 
 
+_PREFILTERS: dict[int, tuple[Prefilter, list[Any]]] = {}
+
+
+def _prefilter(ruleset: RuleSet) -> tuple[Prefilter, list[Any]]:
+    """One compiled prefilter per rule set, and what each of its patterns stands for:
+    a rule, a family name (detection) or None (traceback shapes)."""
+    key = id(ruleset)
+    if key not in _PREFILTERS:
+        needles: list[str] = []
+        tags: list[Any] = []
+        for rule in ruleset.rules:
+            needles.append(rule.pattern.pattern)
+            tags.append(rule)
+        for pack in ruleset.packs.values():
+            for p in pack.detect:
+                needles.append(p.pattern)
+                tags.append(pack.family)
+        for p in tracebacks.PREFILTER:
+            needles.append(p)
+            tags.append(None)
+        _PREFILTERS[key] = (Prefilter(needles), tags)
+    return _PREFILTERS[key]
+
+
 class Engine:
     def __init__(self, ruleset: RuleSet | None = None, server: str | None = None):
         self.ruleset = ruleset or rules.load()
@@ -24,19 +48,8 @@ class Engine:
             raise ValueError(f"unknown server {server!r}")
         self.family = server
         self._fixed = server is not None
-        needles: list[str] = []
-        self._tags: list[Any] = []
-        for rule in self.ruleset.rules:
-            needles.append(rule.pattern.pattern)
-            self._tags.append(rule)
-        for pack in self.ruleset.packs.values():
-            for p in pack.detect:
-                needles.append(p.pattern)
-                self._tags.append(pack.family)
-        for p in tracebacks.PREFILTER:
-            needles.append(p)
-            self._tags.append(None)
-        self.scanner = Scanner(Prefilter(needles))
+        prefilter, self._tags = _prefilter(self.ruleset)
+        self.scanner = Scanner(prefilter)
         self.tracebacks = tracebacks.Assembler()
         self._cause_rules = [r for r in self.ruleset.rules if r.cause]
 
@@ -87,9 +100,12 @@ class Engine:
         return rule.kind == "heartbeat"
 
     def _match(self, line: lines.Line, candidates) -> tuple[Rule, re.Match] | None:
-        """The first rule in priority order that matches the line's message (or whole text)."""
+        """The first rule in priority order that matches the line's message (or whole text).
+
+        A family's rules apply once the log (or --server) says which family
+        wrote it; until then only the generic pack reads lines."""
         for rule in candidates:
-            if rule.family != "generic" and self.family not in (None, rule.family):
+            if rule.family != "generic" and rule.family != self.family:
                 continue
             m = rule.pattern.search(line.message)
             if m is None and line.text is not line.message:
@@ -104,12 +120,23 @@ class Engine:
         return found[0] if found else None
 
     def _attach(self, signals: list[Signal]) -> list[Signal]:
-        """Give each exception line the rule that names its cause."""
-        return [
-            replace(s, explains=self._cause_of(lines.Line(s.line, s.data["message"], s.origin, "")))
-            if s.kind == "exception" else s
-            for s in signals
-        ]
+        """Give each exception the rule that names its cause: read from its own
+        line, or else from an indented line that continues its message, which
+        then becomes the evidence."""
+        out = []
+        for s in signals:
+            if s.kind == "exception":
+                rule = self._cause_of(lines.Line(s.line, s.data["message"], s.origin, ""))
+                if rule is not None:
+                    s = replace(s, explains=rule)
+                else:
+                    for lineno, line in s.data.get("details", ()):
+                        rule = self._cause_of(line)
+                        if rule is not None:
+                            s = replace(s, lineno=lineno, line=line.text, explains=rule)
+                            break
+            out.append(s)
+        return out
 
     @staticmethod
     def _signal(rule: Rule, captures: dict[str, Any], lineno: int, line: lines.Line) -> Signal:

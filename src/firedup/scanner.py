@@ -23,14 +23,15 @@ except ImportError:  # platforms without a hyperscan wheel: same results, slower
 MAX_LINE = 1 << 20
 
 
+_START_ANCHOR = re.compile(r"(^|\||\((?:\?:|\?P<\w+>)?)\^")
+_END_ANCHOR = re.compile(r"(?<!\\)\$(?=\||\)|$)")
+
+
 def _prefilter_pattern(pattern: str) -> bytes:
-    # Python patterns are matched against a message with its prefixes removed;
-    # in the raw stream the message starts anywhere in the line.
-    if pattern.startswith("^"):
-        pattern = pattern[1:]
-    if pattern.endswith("$") and not pattern.endswith("\\$"):
-        pattern = pattern[:-1]
-    return pattern.encode()
+    # Python patterns are matched against a message with its prefixes removed
+    # (and its line end, \r or \n, cut); in the raw stream the message starts
+    # anywhere in the line, so the anchors go.
+    return _END_ANCHOR.sub("", _START_ANCHOR.sub(r"\1", pattern)).encode()
 
 
 class Prefilter:

@@ -3,7 +3,8 @@
 A block runs from ``Traceback (most recent call last):`` through its frames to
 the exception line, across chained exceptions. Blocks are kept per origin (the
 worker prefix), so two workers dying at once do not mix. A closed block yields
-one ``exception`` signal per exception in its chain, root first; a block cut
+one ``exception`` signal per exception in its chain, root first, with the
+indented lines that continue its message; a block cut
 off before its exception line yields a ``traceback`` signal for its header.
 An exception line outside any block (a log window that starts after the
 frames) yields a bare ``exception`` signal.
@@ -33,13 +34,14 @@ _MAX_SILENCE = 200
 
 
 class _Block:
-    __slots__ = ("origin", "lineno", "text", "exceptions", "state", "last")
+    __slots__ = ("origin", "lineno", "text", "exceptions", "details", "state", "last")
 
     def __init__(self, origin: str, lineno: int, text: str):
         self.origin = origin
         self.lineno = lineno
         self.text = text
         self.exceptions: list[tuple[int, Line]] = []
+        self.details: dict[int, list[tuple[int, Line]]] = {}  # indented lines after an exception line
         self.state = "frames"  # frames → exception → (chain → frames …)
         self.last = lineno
 
@@ -81,6 +83,10 @@ class Assembler:
             elif CHAIN.match(msg):
                 block.state = "chain"
                 return out
+            elif block.state == "exception" and msg[:1].isspace():
+                # the message goes on, indented (pydantic's "  Value error, ...")
+                block.details.setdefault(block.exceptions[-1][0], []).append((lineno, line))
+                return out
             out += self._close(block)
         if BARE.match(msg):
             out.append(Signal("exception", lineno, line.text, origin=line.origin, data={"message": msg}))
@@ -104,6 +110,7 @@ class Assembler:
             return [Signal("traceback", block.lineno, block.text, origin=block.origin)]
         return [
             Signal("exception", lineno, line.text, origin=line.origin,
-                   data={"message": line.message, "chain": i, "traceback": block.lineno})
+                   data={"message": line.message, "chain": i, "traceback": block.lineno,
+                         "details": block.details.get(lineno, [])})
             for i, (lineno, line) in enumerate(block.exceptions)
         ]

@@ -1,0 +1,34 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+CORPUS = SHARED / "corpus" / "real"
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def corpus_logs() -> list[Path]:
+    if not CORPUS.is_dir():
+        if os.environ.get("CI"):
+            raise RuntimeError(f"CI must run the corpus tests, but {CORPUS} is missing")
+        return []
+    return sorted(CORPUS.glob("*.log"))
+
+
+def needs_corpus():
+    return pytest.mark.skipif(
+        not CORPUS.is_dir() and not os.environ.get("CI"),
+        reason=f"the shared corpus ({CORPUS}) is not beside this clone",
+    )
+
+
+def run_cli(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "firedup", *args],
+        input=stdin, capture_output=True, timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )

@@ -1,0 +1,31 @@
+"""Logs the project captured from real servers it ran (transformers serve 5.24,
+vLLM CPU 0.32.0 with a tiny random-weight model), with their labels."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from firedup import diagnose
+
+from .conftest import FIXTURES
+
+LOGS = sorted((FIXTURES / "captured").glob("*.log"))
+
+
+def _label(log: Path) -> dict:
+    return json.loads(log.with_suffix(".json").read_text())
+
+
+@pytest.mark.parametrize("log", LOGS, ids=[p.stem for p in LOGS])
+def test_captured_log(log):
+    label = _label(log)
+    verdict = diagnose(log)
+    assert verdict.outcome == label["expect"]["outcome"]
+    assert verdict.cause == label["expect"]["cause"]
+    assert verdict.evidence["line"] == label["expect"]["evidence_line"]
+    assert verdict.server == label["server"]
+
+
+def test_fixtures_present():
+    assert len(LOGS) >= 12

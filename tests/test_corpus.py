@@ -1,0 +1,45 @@
+"""Every labelled real log in the shared corpus, run through `firedup diagnose --json`."""
+
+import json
+
+import pytest
+
+from firedup.lines import clean
+
+from .conftest import corpus_logs, needs_corpus, run_cli
+
+EXIT = {"ready": 0, "failed": 1, "stalled": 3, "incomplete": 5}
+LOGS = corpus_logs()
+
+
+@needs_corpus()
+@pytest.mark.parametrize("log", LOGS, ids=[p.stem for p in LOGS])
+def test_corpus_log(log):
+    label = json.loads(log.with_suffix(".json").read_text())
+    proc = run_cli("diagnose", "--json", str(log))
+    assert proc.stderr == b""
+    got = json.loads(proc.stdout)
+
+    if label["outcome"] == "hung":
+        assert got["outcome"] in ("stalled", "incomplete")
+        assert got["cause"] is None
+    else:
+        assert got["outcome"] == label["outcome"]
+        assert got["cause"] == label["cause"]
+    assert proc.returncode == EXIT[got["outcome"]]
+    assert got["evidence"]["line"] == clean(label["evidence_line"])
+    physical = log.read_bytes().decode("utf-8", "replace").split("\n")[got["evidence"]["lineno"] - 1]
+    assert got["evidence"]["line"] in clean(physical)
+
+    ignored = {b["line"] for b in got["benign"]}
+    for scary in label["benign_scary_lines"]:
+        assert clean(scary) != got["evidence"]["line"]
+        assert clean(scary) in ignored, f"benign line not reported as ignored: {scary!r}"
+
+    if label["server"] != "other" and got["server"] is not None:
+        assert got["server"] == label["server"]
+
+
+@needs_corpus()
+def test_corpus_is_not_empty():
+    assert len(LOGS) >= 20

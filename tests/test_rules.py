@@ -1,0 +1,59 @@
+"""The rule packs: they load, every cause has a rule, every rule reads its own examples."""
+
+import pytest
+
+from firedup import rules
+from firedup.engine import Engine
+
+RULESET = rules.load()
+ALL_RULES = RULESET.rules
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=[r.id for r in ALL_RULES])
+def test_rule_reads_its_examples(rule):
+    for example in rule.examples:
+        engine = Engine(server=rule.family)
+        signals = engine.feed(example.encode() + b"\n") + engine.close()
+        read = [s.rule.id for s in signals if s.rule is not None and s.kind == rule.kind]
+        assert read and read[0] == rule.id, f"{example!r} was read as {read}"
+
+
+def test_every_cause_slug_has_a_rule():
+    named = {r.cause for r in ALL_RULES if r.cause}
+    assert set(rules.CAUSES) - {"other"} <= named
+
+
+def test_every_family_has_a_pack_with_a_ready_rule():
+    for family in rules.FAMILIES:
+        pack = RULESET.packs[family]
+        assert pack.detect and pack.command and pack.health
+        ready = [r for r in ALL_RULES if r.kind == "ready" and r.family in (family, "generic")]
+        assert ready, family
+
+
+@pytest.mark.parametrize("argv,family", [
+    (["python", "-m", "sglang.launch_server", "--model-path", "x"], "sglang"),
+    (["vllm", "serve", "x"], "vllm"),
+    (["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "x"], "vllm"),
+    (["llama-server", "-m", "x.gguf"], "llamacpp"),
+    (["python", "-m", "llama_cpp.server", "--model", "x.gguf"], "llamacpp"),
+    (["text-generation-launcher", "--model-id", "x"], "tgi"),
+    (["trtllm-serve", "x"], "trtllm"),
+    (["lmdeploy", "serve", "api_server", "x"], "lmdeploy"),
+    (["transformers", "serve", "x"], "transformers"),
+    (["python", "server.py"], None),
+])
+def test_family_from_command_line(argv, family):
+    assert RULESET.detect_command(argv) == family
+
+
+def test_bad_pack_is_refused():
+    with pytest.raises(rules.RuleError, match="needs an explanation"):
+        rules._load_pack("vllm", 'family = "vllm"\n[[rule]]\nid = "x"\nkind = "cause"\ncause = "nccl"\n'
+                                 'pattern = "x"\nexamples = ["x"]\n', 0)
+    with pytest.raises(rules.RuleError, match="unknown cause"):
+        rules._load_pack("vllm", 'family = "vllm"\n[[rule]]\nid = "x"\nkind = "fatal"\ncause = "nope"\n'
+                                 'pattern = "x"\nexamples = ["x"]\n', 0)
+    with pytest.raises(rules.RuleError, match="bad pattern"):
+        rules._load_pack("vllm", 'family = "vllm"\n[[rule]]\nid = "x"\nkind = "fatal"\n'
+                                 'pattern = "(x"\nexamples = ["x"]\n', 0)
