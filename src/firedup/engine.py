@@ -17,6 +17,9 @@ from .scanner import Prefilter, Scanner
 from .signals import Signal
 
 
+# Lines read while the family is unknown are held back this long for it to show.
+HOLD_LINES = 2000
+
 _PREFILTERS: dict[int, tuple[Prefilter, list[Any]]] = {}
 
 
@@ -52,13 +55,15 @@ class Engine:
         self.scanner = Scanner(prefilter)
         self.tracebacks = tracebacks.Assembler()
         self._cause_rules = [r for r in self.ruleset.rules if r.cause]
+        self._held: list[tuple] = []
 
     def feed(self, data: bytes) -> list[Signal]:
         return self._run(self.scanner.feed(data))
 
     def close(self) -> list[Signal]:
-        """End of input: flush the partial last line and open tracebacks."""
+        """End of input: flush the partial last line, held lines and open tracebacks."""
         out = self._run(self.scanner.close())
+        self._release(out)
         out += self._attach(self.tracebacks.close())
         return out
 
@@ -85,8 +90,25 @@ class Engine:
             elif isinstance(tag, str) and self.family is None:
                 self.family = tag
                 out.append(Signal("detect", lineno, line.text, data={"server": tag}))
-        out += self._attach(self.tracebacks.feed(lineno, line))
+        closed = self.tracebacks.feed(lineno, line)
         self.scanner.dense = self.tracebacks.open
+        held = (lineno, line, candidates, closed, self.tracebacks.open)
+        if self.family is None and len(self._held) < HOLD_LINES:
+            # Which family wrote the log is often said a few lines later
+            # (TGI's panic comes before the launcher's lines): wait for it.
+            self._held.append(held)
+            return 0
+        self._release(out)
+        return self._read(*held, out)
+
+    def _release(self, out: list[Signal]) -> None:
+        held, self._held = self._held, []
+        for item in held:
+            self._read(*item, out)
+
+    def _read(self, lineno: int, line: lines.Line, candidates: list[Rule], closed: list[Signal],
+              in_traceback: bool, out: list[Signal]) -> int:
+        out += self._attach(closed)
         found = self._match(line, sorted(set(candidates), key=lambda r: r.index))
         if found is None:
             return 0
@@ -94,7 +116,7 @@ class Engine:
         signal = self._signal(rule, m.groupdict(), lineno, line)
         if rule.kind == "fatal" and rule.cause is None:
             signal = replace(signal, explains=self._cause_of(line))
-        elif rule.kind == "benign" and self.tracebacks.open:
+        elif rule.kind == "benign" and in_traceback:
             return 0  # frames of a traceback are not warnings
         out.append(signal)
         return rule.kind == "heartbeat"
