@@ -15,12 +15,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from .lines import ANSI
+
 try:
     import hyperscan
 except ImportError:  # platforms without a hyperscan wheel: same results, slower
     hyperscan = None
 
 MAX_LINE = 1 << 20
+_ANSI = re.compile(ANSI.pattern.encode())
 
 
 _START_ANCHOR = re.compile(r"(^|\||\((?:\?:|\?P<\w+>)?)\^")
@@ -61,7 +64,13 @@ class Prefilter:
             self._db.scan(buf, match_event_handler=on_match, scratch=self._scratch)
         else:
             for pid, rx in enumerate(self._compiled):
-                hits.extend((m.end(), pid) for m in rx.finditer(buf))
+                # re reports one greedy match, whose end may lie past a line
+                # end (a trailing \s*): report the first byte of the line it is on.
+                for m in rx.finditer(buf):
+                    at = m.start()
+                    while at < m.end() - 1 and buf[at] in b"\r\n":
+                        at += 1
+                    hits.append((at + 1, pid))
         hits.sort()
         return hits
 
@@ -100,6 +109,8 @@ class Scanner:
             yield from self._region(tail)
 
     def _region(self, region: bytes) -> Iterator[tuple[int, bytes, list[int]]]:
+        if b"\x1b" in region:  # colour codes can sit inside the words rules look for
+            region = _ANSI.sub(b"", region)
         hits = self.prefilter.scan(region)
         n = len(region)
         nh = len(hits)

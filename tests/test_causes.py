@@ -1,0 +1,62 @@
+"""Each cause slug of DESIGN.md, named from a realistic failing log."""
+
+import io
+
+import pytest
+
+from firedup import diagnose
+from firedup.rules import CAUSES
+
+
+def tb(exception: str, prefix: str = "") -> str:
+    return "".join(prefix + line + "\n" for line in (
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.12/site-packages/server/main.py", line 10, in main',
+        "    start()",
+        exception,
+    ))
+
+
+VLLM = "INFO 10-01 22:24:54 [api_server.py:1896] vLLM API server version 0.10.2\n"
+SGLANG = "[2025-04-09 05:05:03] server_args=ServerArgs(model_path='m', tp_size=8)\n"
+
+CASES = {
+    "cuda_oom": SGLANG + tb("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 37.06 MiB is free.", "[2025-04-09 05:05:13 TP0] "),
+    "host_oom": VLLM + "Loading safetensors checkpoint shards:  50% Completed | 32/64 [01:10<01:10, 2.2s/it]\nKilled\n",
+    "kv_cache_too_small": VLLM + tb("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.", "(EngineCore_DP0 pid=7) ERROR 10-01 22:25:02 [core.py:718] "),
+    "cudnn_version": tb("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (9, 8, 0) but found runtime version (9, 6, 0)."),
+    "arch_unsupported": tb("RuntimeError: CUDA error: no kernel image is available for execution on the device"),
+    "driver_mismatch": tb("RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver."),
+    "gpu_unavailable": tb("RuntimeError: No CUDA GPUs are available"),
+    "undefined_symbol": tb("ImportError: /venv/lib/python3.12/site-packages/sgl_kernel/common_ops.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEab"),
+    "version_mismatch": tb("RuntimeError: operator torchvision::nms does not exist"),
+    "missing_shared_lib": tb("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory"),
+    "missing_module": tb("ModuleNotFoundError: No module named 'sgl_kernel'"),
+    "nccl": tb("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5", "[rank1]: "),
+    "port_in_use": "INFO:     Started server process [593]\nERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use\n",
+    "model_not_found": tb("OSError: /models/llama does not appear to have a file named config.json. Checkout 'https://huggingface.co//models/llama/tree/main' for available files."),
+    "corrupt_checkpoint": tb("safetensors._safetensors_rust.SafetensorError: Error while deserializing header: invalid header length", "(Worker pid=12092) ERROR 11-29 10:07:18 [multiproc_executor.py:953] "),
+    "trust_remote_code": tb("ValueError: Loading /models/phi3 requires you to execute the configuration file in that repo on your local machine. Make sure you have read the code there to avoid malicious use, then set the option `trust_remote_code=True` to remove this error."),
+    "unsupported_arch": tb("ValueError: Model architectures ['FooForCausalLM'] are not supported for now. Supported architectures: dict_keys(['LlamaForCausalLM'])"),
+    "bad_argument": "usage: api_server.py [-h] [--host HOST]\napi_server.py: error: argument --dtype: invalid choice: 'fp7' (choose from 'auto', 'half')\n",
+    "compile_error": "/tmp/tmpx/main.c:5:10: fatal error: Python.h: No such file or directory\ncompilation terminated.\n" + tb("subprocess.CalledProcessError: Command '['/usr/bin/gcc', '/tmp/tmpx/main.c']' returned non-zero exit status 1."),
+    "worker_died": VLLM + tb("Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.", "(EngineCore pid=3) ERROR 06-03 12:30:47 [core.py:1165] "),
+    "segfault": VLLM + "Fatal Python error: Segmentation fault\n\nThread 0x00007f (most recent call first):\n  File \"x.py\", line 1 in run\n",
+    "warmup_failed": SGLANG + "[2025-04-09 05:05:20] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)\n"
+                     "[2025-04-09 05:05:21] Initialization failed. warmup error: Traceback (most recent call last):\n"
+                     '  File "http_server.py", line 1, in _wait_and_warmup\nAssertionError: {"object":"error","message":"boom"}\n',
+    "other": tb("ValueError: something nobody has seen before"),
+}
+
+
+def test_every_cause_has_a_case():
+    assert set(CASES) == set(CAUSES)
+
+
+@pytest.mark.parametrize("cause", sorted(CASES))
+def test_cause(cause):
+    verdict = diagnose(io.BytesIO(CASES[cause].encode()))
+    assert verdict.outcome == "failed"
+    assert verdict.cause == cause
+    assert verdict.explanation and verdict.remedy
+    assert verdict.evidence["line"] in CASES[cause]

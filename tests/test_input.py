@@ -1,0 +1,136 @@
+"""Awkward input: colour codes, bad bytes, CRLF, redraws, huge lines, prefixes,
+stdin, files still being written, unreadable paths; and the CLI's contract."""
+
+import io
+import json
+import os
+
+import pytest
+
+from firedup import diagnose, scanner
+from firedup.engine import Engine
+
+from .conftest import FIXTURES, corpus_logs, run_cli
+
+READY = b"[2025-04-09 05:05:21] The server is fired up and ready to roll!\n"
+ARGS = b"[2025-04-09 05:05:03] server_args=ServerArgs(model_path='m', attention_backend='triton')\n"
+
+
+def verdict_of(data: bytes, **kw):
+    return diagnose(io.BytesIO(data), **kw)
+
+
+def test_ansi_codes_are_removed_from_evidence():
+    v = verdict_of(ARGS + b"\x1b[1;36m[2025-04-09 05:05:21]\x1b[0;0m The server is \x1b[32mfired up\x1b[0m and ready to roll!\n")
+    assert v.outcome == "ready"
+    assert v.evidence["line"] == "[2025-04-09 05:05:21] The server is fired up and ready to roll!"
+
+
+def test_invalid_utf8_and_crlf():
+    v = verdict_of(ARGS.replace(b"\n", b"\r\n") + b"\xff\xfe garbage \xc3\x28\r\n" + READY.replace(b"\n", b"\r\n"))
+    assert v.outcome == "ready"
+    assert v.evidence == {"line": "[2025-04-09 05:05:21] The server is fired up and ready to roll!", "lineno": 3}
+
+
+def test_tqdm_redraws_glued_on_one_line():
+    bar = "".join(f"\rLoading safetensors checkpoint shards: {p:3d}% Completed | {n}/4 [00:01<00:01, 1.4s/it]"
+                  for n, p in ((0, 0), (1, 25), (2, 50), (3, 75)))
+    v = verdict_of(ARGS + b"[2025-04-09 05:05:13 TP0] Load weight begin. avail mem=59.60 GB\n" + bar.encode())
+    assert v.outcome == "incomplete" and v.phase == "weights"
+    assert v.progress == {"desc": "Loading safetensors checkpoint shards", "n": 3, "total": 4}
+
+
+def test_line_of_many_megabytes():
+    huge = b"x" * (5 << 20) + b" error in the middle " + b"y" * (3 << 20) + b"\n"
+    v = verdict_of(ARGS + huge + READY)
+    assert v.outcome == "ready" and v.evidence["lineno"] == 3
+
+
+def test_prefixes_docker_compose_and_timestamps():
+    v = verdict_of(b"sglang-1  | 2025-02-04 21:29:23 [2025-02-04 05:29:23] server_args=ServerArgs(model_path='m')\n"
+                   b"sglang-1  | 2025-02-04T21:29:23.123Z [2025-02-04 05:29:23] The server is fired up and ready to roll!\n")
+    assert v.outcome == "ready" and v.server == "sglang"
+
+
+def test_empty_input_is_incomplete():
+    v = verdict_of(b"")
+    assert v.outcome == "incomplete" and v.evidence is None and v.code == 5
+
+
+def test_server_override():
+    line = b"INFO:     Application startup complete.\n"
+    assert verdict_of(line).outcome == "incomplete"
+    assert verdict_of(line, server="vllm").outcome == "ready"
+
+
+def test_file_still_being_written_is_read_as_far_as_it_went(tmp_path):
+    path = tmp_path / "growing.log"
+    path.write_bytes(ARGS)
+    with open(path, "ab") as writer:
+        v = diagnose(path)
+        writer.write(READY)
+    assert v.outcome == "incomplete"
+    assert diagnose(path).outcome == "ready"
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_any_chunking_gives_the_same_signals(chunk):
+    data = (FIXTURES / "captured" / "vllm-truncated-shard.log").read_bytes()
+    whole = Engine()
+    expected = [(s.kind, s.lineno, s.line) for s in whole.feed(data) + whole.close() if s.kind != "lines"]
+    engine = Engine()
+    got = []
+    for i in range(0, len(data), chunk):
+        got += engine.feed(data[i:i + chunk])
+    got += engine.close()
+    assert [(s.kind, s.lineno, s.line) for s in got if s.kind != "lines"] == expected
+
+
+def test_python_fallback_prefilter_agrees_with_hyperscan(monkeypatch):
+    if scanner.hyperscan is None:
+        pytest.skip("hyperscan is not installed here: only the fallback runs")
+    logs = corpus_logs() + sorted((FIXTURES / "captured").glob("*.log"))
+    fast = [diagnose(p).to_dict() for p in logs]
+    monkeypatch.setattr(scanner, "hyperscan", None)
+    monkeypatch.setattr("firedup.engine._PREFILTERS", {})
+    assert [diagnose(p).to_dict() for p in logs] == fast
+
+
+# -- the command line --------------------------------------------------------
+
+def test_cli_json_shape(tmp_path):
+    log = FIXTURES / "captured" / "vllm-truncated-shard.log"
+    proc = run_cli("diagnose", "--json", str(log))
+    assert proc.returncode == 1
+    out = json.loads(proc.stdout)
+    assert {"outcome", "cause", "server", "phase", "evidence", "explanation", "remedy",
+            "progress", "config", "benign"} <= set(out)
+    assert out["cause"] == "corrupt_checkpoint" and out["server"] == "vllm"
+    assert out["progress"] == {"desc": "Loading safetensors checkpoint shards", "n": 2, "total": 12}
+    assert out["config"]["enforce_eager"] is True
+
+
+def test_cli_human_output():
+    proc = run_cli("diagnose", str(FIXTURES / "captured" / "tf-port-in-use.log"))
+    text = proc.stdout.decode()
+    assert proc.returncode == 1
+    assert "failed" in text and "port_in_use" in text and "ss -ltnp" in text and "\x1b[" not in text
+
+
+def test_cli_reads_stdin():
+    proc = run_cli("diagnose", "--json", "-", stdin=ARGS + READY)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["outcome"] == "ready"
+
+
+@pytest.mark.parametrize("target", ["/no/such/file.log", "/"])
+def test_cli_unreadable_input(target):
+    proc = run_cli("diagnose", target)
+    assert proc.returncode == 2
+    err = proc.stderr.decode()
+    assert err.startswith("firedup: cannot read") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cli_usage_errors():
+    assert run_cli("diagnose").returncode == 2
+    proc = run_cli("diagnose", "--server", "nope", os.devnull)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr.decode()

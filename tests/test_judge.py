@@ -1,0 +1,219 @@
+"""The judge with a fake clock: every trap of the corpus and every deadline.
+
+Lines go through the real engine (rules, tracebacks) into the judge; time is
+whatever the test says it is."""
+
+import pytest
+
+from firedup.engine import Engine
+from firedup.judge import Judge
+from firedup.signals import Signal
+
+
+class Run:
+    """A server's log arriving over (fake) time."""
+
+    def __init__(self, server=None, **judge):
+        self.engine = Engine(server=server)
+        self.judge = Judge(server=server, **judge)
+
+    def log(self, text: str, at: float = 0.0):
+        for s in self.engine.feed(text.encode()):
+            self.judge.feed(s, at)
+        return self.judge.decide(at)
+
+    def exit(self, code: int, at: float):
+        for s in self.engine.close():
+            self.judge.feed(s, at)
+        self.judge.feed(Signal("exit", data={"code": code}), at)
+        return self.judge.decide(at)
+
+    def finish(self):
+        for s in self.engine.close():
+            self.judge.feed(s)
+        return self.judge.finish()
+
+
+VLLM_READY = "(APIServer pid=1) INFO:     Application startup complete.\n"
+VLLM_START = "INFO 10-12 00:26:50 api_server.py:528] vLLM API server version 0.6.3\n"
+
+
+# -- traps -----------------------------------------------------------------
+
+def test_ready_looking_line_then_bind_failure_is_failed():
+    run = Run()
+    run.log(VLLM_START + "INFO:     Application startup complete.\n", at=1)
+    v = run.log("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+                "address already in use\n", at=2)
+    assert v.outcome == "failed" and v.cause == "port_in_use" and v.phase == "serving"
+
+
+def test_llamacpp_listening_before_model_load_is_not_ready():
+    run = Run()
+    run.log("main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 7\n"
+            "main: loading model\n", at=1)
+    assert run.judge.decide(1) is None
+    v = run.log("llama_model_load: error loading model: failed to open /m.gguf: No such file or directory\n", at=2)
+    assert v.outcome == "failed" and v.cause == "model_not_found"
+
+
+def test_fatal_line_that_sounds_mild():
+    v = Run().log("RuntimeError: CRITICAL WARNING: PyTorch 2.9.1 & CuDNN Compatibility Issue Detected\n"
+                  "-----\nCurrent Environment: PyTorch 2.9.1+cu130 | CuDNN 9.13\n", at=1)
+    assert v is None  # an exception waits for the process to end or the grace period
+    run = Run()
+    run.log("RuntimeError: CRITICAL WARNING: PyTorch 2.9.1 & CuDNN Compatibility Issue Detected\n", at=1)
+    v = run.exit(1, at=1.5)
+    assert v.outcome == "failed" and v.cause == "cudnn_version"
+
+
+def test_warning_level_line_that_is_the_real_cause():
+    run = Run()
+    v = run.log("WARNING 02-28 20:57:36 _core_ext.py:180] Failed to import from vllm._core_C with "
+                "ImportError('libtorch_hip.so: cannot open shared object file: No such file or directory')\n"
+                "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+                "RuntimeError: Tried to instantiate class '_core_C.ScalarType', but it does not exist!\n", at=1)
+    v = run.finish()
+    assert v.outcome == "failed" and v.cause == "missing_shared_lib"
+    assert v.evidence["line"].startswith("RuntimeError: Tried to instantiate")
+
+
+@pytest.mark.parametrize("line", [
+    "(EngineCore_DP0 pid=4) ERROR 08-03 15:21:53 [fa_utils.py:57] Cannot use FA version 2 is not supported due to FA2 is only supported on devices with compute capability >= 8",
+    "(APIServer pid=1) WARNING 10-01 22:24:58 [_ipex_ops.py:16] Import error msg: No module named 'intel_extension_for_pytorch'",
+    "(APIServer pid=1805) WARNING 04-25 08:50:55 [nixl_utils.py:34] NIXL is not available",
+])
+def test_benign_lines_with_error_words_do_not_fail(line):
+    run = Run()
+    run.log(VLLM_START + line + "\n", at=1)
+    assert run.judge.decide(1000) is None
+    v = run.log(VLLM_READY, at=2)
+    assert v.outcome == "ready"
+    assert any(b["line"] == line for b in v.benign)
+
+
+def test_heartbeats_are_not_progress():
+    run = Run(server="vllm", stall=60)
+    run.log("(EngineCore pid=2) INFO 09-02 17:28:00 [gpu_model_runner.py:1] Starting to load model m...\n", at=0)
+    beat = "(APIServer pid=3) DEBUG 09-02 17:29:06 [utils.py:777] Waiting for 1 local, 0 remote core engine proc(s) to start.\n"
+    for t in range(10, 60, 10):
+        assert run.log(beat, at=t) is None
+    v = run.log(beat, at=61)
+    assert v.outcome == "stalled"
+    assert "Waiting for 1 local" in v.evidence["line"]
+
+
+def test_plain_log_lines_are_progress():
+    run = Run(server="vllm", stall=60)
+    for t in range(0, 300, 30):
+        assert run.log(f"INFO 09-02 17:28:00 [x.py:1] step {t}\n", at=t) is None
+
+
+def test_slow_loading_with_progress_is_never_stalled_or_timed_out():
+    """The seed story: shards every ~270 s, a 300 s stall window, no hard timeout."""
+    run = Run(server="sglang", stall=300)
+    run.log("[2025-02-04 05:21:33] server_args=ServerArgs(model_path='m', attention_backend='triton')\n"
+            "[2025-02-04 05:21:40 TP0] Load weight begin. avail mem=22.76 GB\n", at=0)
+    for i, t in enumerate((270, 540, 810, 1080), start=1):
+        assert run.judge.decide(t - 1) is None
+        run.log(f"Loading safetensors checkpoint shards:  {i * 25}% Completed | {i}/4 [00:00<00:00, 1s/it]\n", at=t)
+    v = run.log("[2025-02-04 05:29:23] The server is fired up and ready to roll!\n", at=1100)
+    assert v.outcome == "ready" and v.config["attention_backend"] == "triton"
+
+
+def test_progress_that_does_not_move_is_not_progress():
+    run = Run(server="vllm", stall=100)
+    bar = "Loading safetensors checkpoint shards:  75% Completed | 48/64 [00:10<00:01, 10.41it/s]\r"
+    run.log(bar, at=0)
+    run.log(bar, at=50)
+    assert run.judge.decide(99) is None
+    assert run.log(bar, at=101).outcome == "stalled"
+
+
+def test_errors_after_ready_do_not_fail_a_ready_server():
+    run = Run()
+    run.log(VLLM_START + VLLM_READY, at=1)
+    v = run.log("ERROR 05-12 02:47:14 [serving_chat.py:136] Error with model object='error' message='The model "
+                "`x` does not exist.' type='NotFoundError' param=None code=404\n"
+                "ERROR:    Exception in ASGI application\nTraceback (most recent call last):\n"
+                "  File \"app.py\", line 1, in handle\nValueError: bad request\nINFO:     Shutting down\n", at=5)
+    assert v.outcome == "ready"
+    assert run.exit(0, at=6) is None  # a clean stop after ready is no failure
+    assert run.finish().outcome == "ready"
+
+
+def test_server_dying_after_ready_is_failed_in_serving():
+    run = Run()
+    run.log(VLLM_START + VLLM_READY, at=1)
+    run.log("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n", at=5)
+    v = run.exit(1, at=6)
+    assert v.outcome == "failed" and v.phase == "serving" and v.cause == "cuda_oom"
+
+
+# -- deadlines ---------------------------------------------------------------
+
+def test_exit_before_ready_fails_at_once_with_the_last_line():
+    run = Run(stall=300)
+    run.log("loading something\n", at=1)
+    v = run.exit(137, at=2)
+    assert v.outcome == "failed" and v.exit_code == 137 and v.elapsed == 2
+    assert v.evidence["line"] == "loading something"
+
+
+def test_traceback_while_alive_gets_a_grace_period():
+    run = Run(server="vllm", grace=30)
+    run.log("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nValueError: boom\n"
+            "INFO 01-01 00:00:00 [x.py:1] still here\n", at=10)
+    assert run.judge.decide(39) is None
+    assert run.judge.decide(40).outcome == "failed"
+
+
+def test_traceback_then_progress_is_handled():
+    run = Run(server="vllm", grace=30)
+    run.log("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nImportError: optional thing\n"
+            "INFO 01-01 00:00:00 [x.py:1] next\n", at=10)
+    run.log("INFO 05-12 02:45:31 [gpu_model_runner.py:1329] Starting to load model m...\n", at=20)
+    assert run.judge.decide(100) is None
+    assert run.log(VLLM_READY, at=110).outcome == "ready"
+
+
+def test_hard_timeout_while_progressing():
+    run = Run(server="vllm", stall=100, timeout=250)
+    for t in range(0, 250, 20):
+        assert run.log(f"INFO 01-01 00:00:00 [x.py:1] working {t}\n", at=t) is None
+    assert run.judge.decide(250).outcome == "timeout"
+
+
+def test_stall_window_without_any_line():
+    run = Run(server="vllm", stall=300)
+    run.log("INFO 01-01 00:00:00 [parallel_state.py:1] rank 0 in world size 1 is assigned as DP rank 0\n", at=0)
+    assert run.judge.decide(299) is None
+    v = run.judge.decide(300)
+    assert v.outcome == "stalled" and v.phase == "dist_init"
+
+
+def test_probe_evidence_keeps_a_silent_server_alive():
+    run = Run(server="vllm", stall=20)
+    run.log("INFO 01-01 00:00:00 [x.py:1] Warming up model for the compilation...\n", at=0)
+    for t in range(5, 60, 5):
+        run.judge.feed(Signal("evidence", data={"read_bytes": t}), t)
+        assert run.judge.decide(t) is None
+    assert run.judge.decide(81).outcome == "stalled"
+
+
+def test_a_new_run_in_the_same_log_starts_over():
+    run = Run()
+    run.log(VLLM_START + "vllm serve: error: unrecognized arguments: --bogus\n", at=1)
+    run.log(VLLM_START + VLLM_READY, at=2)
+    assert run.finish().outcome == "ready"
+
+
+def test_phase_durations_follow_the_clock():
+    run = Run(server="sglang")
+    run.log("[2025-01-01 00:00:00] server_args=ServerArgs(model_path='m')\n", at=0)
+    run.log("[2025-01-01 00:00:00] Load weight begin. avail mem=1 GB\n", at=5)
+    run.log("[2025-01-01 00:00:00] KV Cache is allocated. #tokens: 1\n", at=36)
+    run.log("[2025-01-01 00:00:00] Capture cuda graph begin.\n", at=38)
+    v = run.log("[2025-01-01 00:00:00] The server is fired up and ready to roll!\n", at=133)
+    assert v.phases == {"init": 5, "weights": 31, "kv_cache": 2, "cuda_graphs": 95, "serving": 0}
