@@ -20,27 +20,28 @@ from .signals import Signal
 # Lines read while the family is unknown are held back this long for it to show.
 HOLD_LINES = 2000
 
-_PREFILTERS: dict[int, tuple[Prefilter, list[Any]]] = {}
+_PREFILTERS: dict[tuple[int, bool, bool], Prefilter] = {}
+# Once a server is ready only these can still change the verdict or explain it.
+_AFTER_READY = ("fatal", "cause", "benign")
 
 
-def _prefilter(ruleset: RuleSet) -> tuple[Prefilter, list[Any]]:
-    """One compiled prefilter per rule set, and what each of its patterns stands for:
-    a rule, a family name (detection) or None (traceback shapes)."""
-    key = id(ruleset)
+def _prefilter(ruleset: RuleSet, detect: bool, ready: bool) -> Prefilter:
+    """The compiled prefilter for a stage of reading, one per rule set and stage.
+
+    Each pattern's tag is its rule, a family name (a detect pattern, while the
+    family is unknown) or None (traceback shapes). After ready, the rules that
+    follow start-up (phases, progress, heartbeats, request stats) are left
+    out, so request traffic costs nothing but the scan."""
+    key = (id(ruleset), detect, ready)
     if key not in _PREFILTERS:
-        needles: list[str] = []
-        tags: list[Any] = []
-        for rule in ruleset.rules:
-            needles.append(rule.pattern.pattern)
-            tags.append(rule)
-        for pack in ruleset.packs.values():
-            for p in pack.detect:
-                needles.append(p.pattern)
-                tags.append(pack.family)
-        for p in tracebacks.PREFILTER:
-            needles.append(p)
-            tags.append(None)
-        _PREFILTERS[key] = (Prefilter(needles), tags)
+        pairs: list[tuple[str, Any]] = [
+            (rule.pattern.pattern, rule) for rule in ruleset.rules
+            if not ready or rule.kind in _AFTER_READY or rule.start
+        ]
+        if detect:
+            pairs += [(p.pattern, pack.family) for pack in ruleset.packs.values() for p in pack.detect]
+        pairs += [(p, None) for p in tracebacks.PREFILTER]
+        _PREFILTERS[key] = Prefilter([p for p, _ in pairs], [t for _, t in pairs])
     return _PREFILTERS[key]
 
 
@@ -51,8 +52,8 @@ class Engine:
             raise ValueError(f"unknown server {server!r}")
         self.family = server
         self._fixed = server is not None
-        prefilter, self._tags = _prefilter(self.ruleset)
-        self.scanner = Scanner(prefilter)
+        self._ready = False
+        self.scanner = Scanner(self._stage())
         self.tracebacks = tracebacks.Assembler()
         self._cause_rules = [r for r in self.ruleset.rules if r.cause]
         self._held: list[tuple] = []
@@ -71,8 +72,8 @@ class Engine:
         out: list[Signal] = []
         before = self.scanner.lines
         heartbeats = 0
-        for lineno, segment, ids in segments:
-            heartbeats += self._line(lineno, segment, ids, out)
+        for lineno, segment, tags in segments:
+            heartbeats += self._line(lineno, segment, tags, out)
         new = self.scanner.lines - before
         if new and self.scanner.last is not None:
             lineno, raw = self.scanner.last
@@ -80,15 +81,18 @@ class Engine:
                               data={"n": new, "heartbeats": heartbeats}))
         return out
 
-    def _line(self, lineno: int, segment: bytes, ids: list[int], out: list[Signal]) -> int:
+    def _stage(self) -> Prefilter:
+        return _prefilter(self.ruleset, detect=self.family is None, ready=self._ready)
+
+    def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal]) -> int:
         line = lines.parse(segment.decode("utf-8", "replace"))
         candidates: list[Rule] = []
-        for pid in ids:
-            tag = self._tags[pid]
+        for tag in tags:
             if isinstance(tag, Rule):
                 candidates.append(tag)
             elif isinstance(tag, str) and self.family is None:
                 self.family = tag
+                self.scanner.prefilter = self._stage()
                 out.append(Signal("detect", lineno, line.text, data={"server": tag}))
         closed = self.tracebacks.feed(lineno, line)
         self.scanner.dense = self.tracebacks.open
@@ -118,6 +122,9 @@ class Engine:
             signal = replace(signal, explains=self._cause_of(line))
         elif rule.kind == "benign" and in_traceback:
             return 0  # frames of a traceback are not warnings
+        if rule.kind == "ready" or rule.start:
+            self._ready = rule.kind == "ready"
+            self.scanner.prefilter = self._stage()
         out.append(signal)
         return rule.kind == "heartbeat"
 

@@ -42,6 +42,22 @@ _PREFIXES = [
     # lmdeploy / python logging: "2024-04-02 10:00:00,123 - lmdeploy - INFO - "
     re.compile(r"(?P<origin>[\w.]+) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "),
 ]
+
+
+
+def _one_of(patterns: list[re.Pattern]) -> tuple[re.Pattern, dict[str, tuple[str | None, str | None]]]:
+    """All prefixes in one alternation, tried in order like the list. Each
+    alternative is group ``p3`` and its groups become ``origin3``/``level3``;
+    the map tells, for the alternative that matched, which groups it has."""
+    parts, groups = [], {}
+    for i, p in enumerate(patterns):
+        parts.append(f"(?P<p{i}>" + re.sub(r"\(\?P<(origin|level)>", rf"(?P<\g<1>{i}>", p.pattern) + ")")
+        groups[f"p{i}"] = (f"origin{i}" if "origin" in p.groupindex else None,
+                           f"level{i}" if "level" in p.groupindex else None)
+    return re.compile("|".join(parts)), groups
+
+
+_PREFIX, _PREFIX_GROUPS = _one_of(_PREFIXES)
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _LEVELS = {
     "W": "WARNING", "WARN": "WARNING", "E": "ERROR", "F": "FATAL", "I": "INFO", "D": "DEBUG",
@@ -67,16 +83,13 @@ def parse(raw: str) -> Line:
     message = text
     origin = level = ""
     for _ in range(6):
-        for prefix in _PREFIXES:
-            m = prefix.match(message)
-            if m and m.end() < len(message):
-                groups = m.groupdict()
-                origin = groups.get("origin") or origin
-                level = groups.get("level") or level
-                message = message[m.end():]
-                break
-        else:
+        m = _PREFIX.match(message)
+        if m is None or m.end() == len(message):
             break
+        origin_group, level_group = _PREFIX_GROUPS[m.lastgroup]
+        origin = origin_group and m.group(origin_group) or origin
+        level = level_group and m.group(level_group) or level
+        message = message[m.end():]
     if message.endswith("across cluster]"):
         message = _RAY_REPEAT.sub("", message)
     return Line(text, message, origin, _LEVELS.get(level, level))

@@ -12,8 +12,11 @@ and a line longer than ``MAX_LINE`` is cut into pieces.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from .lines import ANSI
 
@@ -38,19 +41,15 @@ def _prefilter_pattern(pattern: str) -> bytes:
 
 
 class Prefilter:
-    """Which patterns match where in a buffer: a sorted list of (end offset, pattern id)."""
+    """Which patterns match where in a buffer: a sorted list of (end offset, pattern id).
 
-    def __init__(self, patterns: Sequence[str]):
+    ``tags`` say what each pattern stands for; the scanner hands them on."""
+
+    def __init__(self, patterns: Sequence[str], tags: Sequence[object]):
+        self.tags = list(tags)
         self.patterns = [_prefilter_pattern(p) for p in patterns]
         if hyperscan is not None:
-            self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            flag = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
-            self._db.compile(
-                expressions=self.patterns,
-                ids=list(range(len(self.patterns))),
-                elements=len(self.patterns),
-                flags=[flag] * len(self.patterns),
-            )
+            self._db = _load_or_compile(self.patterns)
             self._scratch = hyperscan.Scratch(self._db)
         else:
             self._compiled = [re.compile(p, re.MULTILINE) for p in self.patterns]
@@ -75,6 +74,34 @@ class Prefilter:
         return hits
 
 
+def _compile(patterns: list[bytes]):
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    flag = hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
+    db.compile(expressions=patterns, ids=list(range(len(patterns))), elements=len(patterns),
+               flags=[flag] * len(patterns))
+    return db
+
+
+def _load_or_compile(patterns: list[bytes]):
+    """Compiling the rule set takes a fifth of a second; loading it back, microseconds.
+    The compiled database is kept in the user's cache directory, named by its content."""
+    key = hashlib.sha256(b"\0".join([hyperscan.__version__.encode(), *patterns])).hexdigest()[:24]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "firedup" / f"{key}.hsdb"
+    try:
+        return hyperscan.loadb(cache.read_bytes(), hyperscan.HS_MODE_BLOCK)
+    except (OSError, hyperscan.error):
+        pass
+    db = _compile(patterns)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(hyperscan.dumpb(db))
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # a read-only home only costs the compile next time
+    return db
+
+
 def _end_of_segment(buf: bytes, start: int) -> int:
     nl = buf.find(b"\n", start)
     cr = buf.find(b"\r", start, nl if nl >= 0 else len(buf))
@@ -84,7 +111,8 @@ def _end_of_segment(buf: bytes, start: int) -> int:
 
 
 class Scanner:
-    """Feed bytes, get ``(lineno, segment, pattern ids)`` for the lines that matter."""
+    """Feed bytes, get ``(lineno, segment, tags of the patterns that hit it)`` for
+    the lines that matter. ``prefilter`` may be swapped between feeds."""
 
     def __init__(self, prefilter: Prefilter):
         self.prefilter = prefilter
@@ -94,7 +122,7 @@ class Scanner:
         self.last: tuple[int, bytes] | None = None  # last non-blank segment
         self._tail = b""
 
-    def feed(self, data: bytes) -> Iterator[tuple[int, bytes, list[int]]]:
+    def feed(self, data: bytes) -> Iterator[tuple[int, bytes, list[object]]]:
         buf = self._tail + data if self._tail else data
         cut = max(buf.rfind(b"\n"), buf.rfind(b"\r")) + 1
         if cut == 0 and len(buf) > MAX_LINE:
@@ -103,20 +131,26 @@ class Scanner:
         if cut:
             yield from self._region(buf[:cut] if cut < len(buf) else buf)
 
-    def close(self) -> Iterator[tuple[int, bytes, list[int]]]:
+    def close(self) -> Iterator[tuple[int, bytes, list[object]]]:
         tail, self._tail = self._tail, b""
         if tail:
             yield from self._region(tail)
 
-    def _region(self, region: bytes) -> Iterator[tuple[int, bytes, list[int]]]:
+    def _region(self, region: bytes) -> Iterator[tuple[int, bytes, list[object]]]:
         if b"\x1b" in region:  # colour codes can sit inside the words rules look for
             region = _ANSI.sub(b"", region)
-        hits = self.prefilter.scan(region)
+        prefilter = self.prefilter
+        hits = prefilter.scan(region)
         n = len(region)
         nh = len(hits)
         lineno, counted = self.lineno, 0
         pos = i = 0
         while pos < n:
+            if self.prefilter is not prefilter:  # the engine moved to another stage
+                prefilter = self.prefilter
+                hits = [(end + pos, pid) for end, pid in prefilter.scan(region[pos:])]
+                nh = len(hits)
+                i = 0
             if self.dense:
                 start = pos
                 end = _end_of_segment(region, pos)
@@ -131,21 +165,23 @@ class Scanner:
                     continue
                 start = max(region.rfind(b"\n", pos, anchor), region.rfind(b"\r", pos, anchor), pos - 1) + 1
                 end = _end_of_segment(region, anchor)
-            ids = []
+            tags = []
             while i < nh and hits[i][0] - 1 < end:
                 if hits[i][0] - 1 >= start:
-                    ids.append(hits[i][1])
+                    tags.append(prefilter.tags[hits[i][1]])
                 i += 1
             segment = region[start:end]
             pos = end + 1
             if segment.strip():
                 lineno += region.count(b"\n", counted, start)
                 counted = start
-                yield lineno, segment, ids
+                yield lineno, segment, tags
         end_lineno = lineno + region.count(b"\n", counted)
-        tail = region.rstrip()
-        if tail:
-            start = max(tail.rfind(b"\n"), tail.rfind(b"\r")) + 1
-            self.last = (end_lineno - region.count(b"\n", start), tail[start:])
+        end = n
+        while end and region[end - 1] in b" \t\r\n":
+            end -= 1
+        if end:
+            start = max(region.rfind(b"\n", 0, end), region.rfind(b"\r", 0, end)) + 1
+            self.last = (end_lineno - region.count(b"\n", start), region[start:end])
         self.lines += end_lineno - self.lineno
         self.lineno = end_lineno
