@@ -11,6 +11,7 @@ STYLE = {"ready": "bold green", "failed": "bold red", "stalled": "bold yellow",
          "timeout": "bold yellow", "incomplete": "bold yellow"}
 MARK = {"ready": "✓", "failed": "✗", "stalled": "…", "timeout": "⏱", "incomplete": "?"}
 MAX_CONFIG = 8
+MAX_EVIDENCE = 400
 # Configuration keys worth a glance first when a server prints dozens.
 KEY_CONFIG = ("model", "model_path", "model_id", "attention_backend", "tp_size",
               "tensor_parallel_size", "dtype", "quantization", "max_model_len",
@@ -34,7 +35,8 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
     console.print(head)
     if verdict.evidence:
         line = Text(f"  line {verdict.evidence['lineno']}: ", "dim")
-        line.append(verdict.evidence["line"])
+        text = verdict.evidence["line"]
+        line.append(text if len(text) <= MAX_EVIDENCE else text[:MAX_EVIDENCE] + "…")
         console.print(line, overflow="fold")
     if verdict.explanation:
         console.print(Text("  why: ", "bold") + Text(verdict.explanation))
