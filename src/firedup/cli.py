@@ -4,43 +4,196 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 
 from rich.console import Console
 
-from . import __version__
+from . import __version__, runs
 from .diagnose import InputError, diagnose
+from .launch import start_and_watch
 from .rules import FAMILIES, RuleError
 from .sinks import summary
+from .sinks.events import JsonEvents
+from .sinks.live import LiveView, PlainView
+from .sources import process
+from .sources.file import FileFollower
+from .watch import Watch
 
 USAGE_ERROR = 2
+SERVERS = (*FAMILIES, "generic")
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    return value
+
+
+def _live_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", choices=SERVERS, help="server family (default: detect)")
+    p.add_argument("--url", help="the server's base URL for health probes (default: from --host/--port)")
+    p.add_argument("--stall", type=_seconds, default=300.0,
+                   help="seconds without progress evidence before 'stalled' (default 300)")
+    p.add_argument("--timeout", type=_seconds, help="hard cap in seconds (default: none while it progresses)")
+    p.add_argument("--grace", type=_seconds, default=30.0,
+                   help="seconds a traceback gets for the process to exit or go on (default 30)")
+    p.add_argument("--json", action="store_true", help="JSON events, one a line; the verdict last")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="firedup", description="Start, watch and diagnose LLM inference servers.")
     parser.add_argument("--version", action="version", version=f"firedup {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+
     d = sub.add_parser("diagnose", help="say what happened in a server log",
                        description="Read a server log and say what happened: ready, failed (with cause and remedy) "
                                    "or incomplete. Exit code: 0 ready, 1 failed, 2 bad input, 5 incomplete.")
     d.add_argument("file", help="the log file, or - for standard input")
-    d.add_argument("--server", choices=(*FAMILIES, "generic"), help="server family (default: detect from the log)")
+    d.add_argument("--server", choices=SERVERS, help="server family (default: detect from the log)")
     d.add_argument("--json", action="store_true", help="print one JSON object")
+
+    w = sub.add_parser("watch", help="follow a server's log live until it is ready, failed or stalled",
+                       description="Follow a log (tail -F: waits for it, follows rotation) or - (standard input) "
+                                   "to a verdict. Exit code: 0 ready, 1 failed, 2 bad input, 3 stalled, 4 timeout.")
+    w.add_argument("target", help="log file, or - for standard input")
+    w.add_argument("--pid", type=int, help="also watch this process: its exit and its process tree's activity")
+    _live_options(w)
+
+    la = sub.add_parser("launch", help="start a server and follow it to a verdict",
+                        description="Start CMD detached (own session, output to a log file), follow it live, "
+                                    "and exit with the verdict. Ready: it keeps running. Failed, timeout or "
+                                    "Ctrl-C: its process group is stopped. Stalled: left running unless "
+                                    "--kill-on-stall.")
+    la.add_argument("--name", help="a name for firedup stop / ps (default: family and time)")
+    la.add_argument("--log", help="log file (default: under ~/.local/state/firedup/logs)")
+    la.add_argument("--attach", action="store_true", help="after ready, stay and stream the log; Ctrl-C stops it")
+    la.add_argument("--kill-on-stall", action="store_true", help="stop a stalled server too")
+    _live_options(la)
+    la.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command line")
+
+    st = sub.add_parser("stop", help="stop a server started by firedup launch (SIGTERM, then SIGKILL)")
+    st.add_argument("name")
+    st.add_argument("--grace", type=_seconds, default=15.0, help="seconds between SIGTERM and SIGKILL")
+
+    ps = sub.add_parser("ps", help="list servers started by firedup launch")
+    ps.add_argument("--json", action="store_true")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        verdict = diagnose(args.file, server=args.server)
-    except (InputError, RuleError) as e:
-        print(f"firedup: {e}", file=sys.stderr)
-        return USAGE_ERROR
+def _sinks(args: argparse.Namespace, console: Console, title: str) -> list:
+    if args.json:
+        return [JsonEvents()]
+    if console.is_terminal:
+        return [LiveView(console, title)]
+    return [PlainView(console)]
+
+
+def _finish(sinks: list, verdict, note: str | None = None) -> int:
+    for sink in sinks:
+        sink.verdict(verdict, note)
+    return verdict.code
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    verdict = diagnose(args.file, server=args.server)
     if args.json:
         print(json.dumps(verdict.to_dict(), ensure_ascii=False))
     else:
         summary.render(verdict, Console(highlight=False), source="" if args.file == "-" else args.file)
     return verdict.code
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    if args.pid is not None and not process.pid_exists(args.pid):
+        raise InputError(f"no process {args.pid}")
+    if args.target != "-" and os.path.isdir(args.target):
+        raise InputError(f"cannot watch {args.target}: is a directory")
+    sinks = _sinks(args, console, f"watch {args.target}")
+    watch = Watch(log=None if args.target == "-" else args.target,
+                  stream=sys.stdin.buffer if args.target == "-" else None, server=args.server,
+                  pid=args.pid, url=args.url, stall=args.stall, timeout=args.timeout, grace=args.grace,
+                  sinks=sinks)
+    try:
+        verdict = watch.run()
+    finally:
+        for sink in sinks:
+            sink.close()
+    return _finish(sinks, verdict)
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        raise InputError("launch needs a command: firedup launch [options] -- CMD ...")
+    console = Console(highlight=False)
+    sinks = _sinks(args, console, f"launch {os.path.basename(cmd[0])}")
+    try:
+        launched = start_and_watch(cmd, name=args.name, server=args.server, log=args.log, url=args.url,
+                                   stall=args.stall, timeout=args.timeout, grace=args.grace,
+                                   kill_on_stall=args.kill_on_stall, sinks=sinks)
+    except FileNotFoundError as e:
+        raise InputError(f"cannot start {cmd[0]}: {e.strerror}") from None
+    finally:
+        for sink in sinks:
+            sink.close()
+    code = _finish(sinks, launched.verdict, launched.note)
+    if args.attach and launched.verdict.outcome == "ready":
+        code = _attach(launched, console)
+    return code
+
+
+def _attach(launched, console: Console) -> int:
+    """Stream the log of a ready server until it exits; Ctrl-C stops it."""
+    follower = FileFollower(launched.run.log, os.path.getsize(launched.run.log))
+    try:
+        while launched.popen.poll() is None:
+            data = follower.read()
+            if data:
+                sys.stdout.buffer.write(data)
+                sys.stdout.flush()
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        console.print(f"stopping {launched.run.name}: {process.stop_group(launched.pgid, popen=launched.popen)}")
+        return 0
+    return 0 if launched.popen.returncode == 0 else 1
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    run = runs.load(args.name)
+    if not run.alive():
+        print(f"{run.name} is not running")
+        return 0
+    print(f"{run.name}: {process.stop_group(run.pid, args.grace)}")
+    return 0
+
+
+def cmd_ps(args: argparse.Namespace) -> int:
+    rows = [{"name": r.name, "pid": r.pid, "alive": r.alive(), "server": r.server, "url": r.url,
+             "log": r.log, "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
+             "cmd": " ".join(r.argv)} for r in runs.all_runs()]
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for r in rows:
+        state = "running" if r["alive"] else "exited "
+        print(f"{r['name']:<32} {state} pid {r['pid']:<8} {r['server'] or '-':<12} {r['url'] or '-':<24} {r['cmd']}")
+    return 0
+
+
+COMMANDS = {"diagnose": cmd_diagnose, "watch": cmd_watch, "launch": cmd_launch, "stop": cmd_stop, "ps": cmd_ps}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (InputError, RuleError, LookupError) as e:
+        print(f"firedup: {e}", file=sys.stderr)
+        return USAGE_ERROR
 
 
 def run() -> None:

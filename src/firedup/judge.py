@@ -53,6 +53,7 @@ class Verdict:
     elapsed: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
     exit_code: int | None = None
+    stacks: str | None = None  # py-spy dump of a stalled server
 
     @property
     def code(self) -> int:
@@ -67,6 +68,8 @@ class Verdict:
         }
         if self.elapsed or self.exit_code is not None:
             d.update(elapsed=round(self.elapsed, 3), phases=self.phases, exit_code=self.exit_code)
+        if self.stacks:
+            d["stacks"] = self.stacks
         return d
 
 
@@ -83,10 +86,13 @@ def _score(s: Signal) -> int:
 
 class Judge:
     def __init__(self, *, now: float = 0.0, stall: float | None = None, timeout: float | None = None,
-                 grace: float = 30.0, server: str | None = None):
+                 grace: float = 30.0, server: str | None = None, confirm: float | None = None):
         self.stall = stall
         self.timeout = timeout
         self.grace = grace
+        # With a health probe, a ready line waits this long for the port to
+        # answer (uvicorn says "startup complete" before it binds).
+        self.confirm = confirm
         self.server = server
         self.started = now
         self._reset(now)
@@ -101,6 +107,8 @@ class Judge:
         self.last_evidence = now
         self.last_line: Signal | None = None
         self.ready: Signal | None = None
+        self.ready_at = 0.0
+        self.answered = False
         self.fatal = False
         self.candidates: list[Signal] = []
         self.failure_phase: str | None = None
@@ -128,6 +136,11 @@ class Judge:
         if kind == "evidence":
             self._evidence(now)
             return
+        if kind == "probe":
+            self.answered = self.answered or s.data["status"] is not None
+            if s.data.get("ready") and self.ready is None and not self.fatal:
+                self._set_ready(s, now)
+            return
         if kind == "exit":
             self.exit_code = s.data["code"]
             if self.ready is None and not self.candidates:
@@ -148,10 +161,7 @@ class Judge:
                 del self.causes[:32]
         elif kind == "ready":
             if not self.fatal and self.ready is None:
-                self.ready = s
-                self.candidates.clear()
-                self.pending_since = None
-                self._enter("serving", now)
+                self._set_ready(s, now)
         elif kind == "fatal":
             self._fail(s, now)
             self.fatal = True
@@ -161,6 +171,13 @@ class Judge:
                 del self.after_ready[:-16]
             else:
                 self._fail(s, now)
+
+    def _set_ready(self, s: Signal, now: float) -> None:
+        self.ready = s
+        self.ready_at = now
+        self.candidates.clear()
+        self.pending_since = None
+        self._enter("serving", now)
 
     def _fail(self, s: Signal, now: float) -> None:
         if not self.candidates:
@@ -212,6 +229,8 @@ class Judge:
                 return None
             return self._failed(now)
         if self.ready is not None:
+            if self.confirm is not None and not self.answered and now - self.ready_at < self.confirm:
+                return None
             return self._verdict("ready", now, self._evidence_of(self.ready))
         if self.candidates and now - self.pending_since >= self.grace:
             return self._failed(now)

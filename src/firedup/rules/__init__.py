@@ -55,6 +55,8 @@ class Pack:
     detect: tuple[re.Pattern, ...]  # lines that show a log comes from this family
     command: tuple[re.Pattern, ...]  # command lines that start this family's server
     health: str | None  # the HTTP path that answers 200 once ready
+    health_ready: bool = True  # whether that 200 alone means ready (not for SGLang 0.4: 200 before warm-up)
+    default_port: int | None = None
     rules: tuple[Rule, ...] = field(default=())
 
 
@@ -123,6 +125,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         detect=tuple(_compile(p, f"{name}.toml detect") for p in data.get("detect", ())),
         command=tuple(_compile(p, f"{name}.toml command") for p in data.get("command", ())),
         health=data.get("health"),
+        health_ready=data.get("health_ready", True),
+        default_port=data.get("default_port"),
         rules=tuple(rules),
     )
 

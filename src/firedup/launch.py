@@ -1,0 +1,101 @@
+"""``launch``: start a server detached, follow it to a verdict, and keep,
+stop or hand it over accordingly."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from . import rules, runs
+from .judge import Verdict
+from .sources import process
+from .sources.process import ExitWatch
+from .watch import Watch
+
+STOP_GRACE = 15.0
+_LOCAL = {"", "0.0.0.0", "::", "[::]", "localhost"}
+
+
+def _flag(argv: Sequence[str], *names: str) -> str | None:
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def derive_url(argv: Sequence[str], family: str | None) -> str | None:
+    """The server's base URL from its own --host/--port, or the family's default port."""
+    port = _flag(argv, "--port", "-p") if family != "llamacpp" else _flag(argv, "--port")
+    if port is None and family is not None:
+        default = rules.load().packs[family].default_port
+        port = str(default) if default else None
+    if port is None or not port.isdigit():
+        return None
+    host = _flag(argv, "--host", "--hostname") or "127.0.0.1"
+    if host in _LOCAL:
+        host = "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+@dataclass
+class Launched:
+    run: runs.Run
+    popen: Any
+    verdict: Verdict
+    note: str | None = None
+
+    @property
+    def pgid(self) -> int:
+        return self.run.pid  # start_new_session: the server leads its own group
+
+
+def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str | None = None,
+                    log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = 300.0,
+                    timeout: float | None = None, grace: float = 30.0, kill_on_stall: bool = False,
+                    env: Mapping[str, str] | None = None, sinks: Sequence[Any] = (),
+                    stop_grace: float = STOP_GRACE) -> Launched:
+    """Start ``argv`` detached, watch it to a verdict, and stop it unless it is
+    ready (or stalled, which is left running for inspection unless asked)."""
+    argv = list(argv)
+    family = server or rules.load().detect_command(argv)
+    name = name or runs.default_name(argv, family)
+    log_path = Path(log) if log else runs.state_dir() / "logs" / f"{name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    offset = log_path.stat().st_size if log_path.exists() else 0
+    url = url or derive_url(argv, family)
+    popen = process.start(argv, log_path, env=env)
+    try:
+        created = psutil.Process(popen.pid).create_time()
+    except psutil.Error:
+        created = 0.0
+    run = runs.Run(name=name, pid=popen.pid, argv=argv, log=str(log_path), url=url, server=family,
+                   started=time.time(), created=created)
+    run.save()
+    watch = Watch(log=str(log_path), offset=offset, server=family, exit_watch=ExitWatch(popen.pid, popen),
+                  url=url, stall=stall, timeout=timeout, grace=grace, sinks=sinks)
+    try:
+        verdict = watch.run()
+    except BaseException:  # Ctrl-C, or firedup itself failing: no orphans holding GPUs
+        process.stop_group(popen.pid, stop_grace, popen)
+        raise
+    note = None
+    if verdict.outcome == "ready":
+        note = f"running: pid {popen.pid}, log {log_path}; stop it with: firedup stop {name}"
+    elif verdict.outcome == "stalled" and not kill_on_stall:
+        note = (f"left running for inspection: pid {popen.pid}, log {log_path}; "
+                f"stop it with: firedup stop {name}")
+    elif process.group_alive(popen.pid):
+        how = process.stop_group(popen.pid, stop_grace, popen)
+        note = f"stopped the server's process group ({how})"
+    return Launched(run, popen, verdict, note)

@@ -1,0 +1,71 @@
+"""Servers started by ``firedup launch``: where their logs go, and the record
+``firedup ps`` and ``firedup stop`` read (one JSON file per run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "firedup"
+
+
+@dataclass
+class Run:
+    name: str
+    pid: int
+    argv: list[str]
+    log: str
+    url: str | None
+    server: str | None
+    started: float  # epoch seconds
+    created: float  # the process's own start time: tells a reused pid apart
+
+    @property
+    def record(self) -> Path:
+        return state_dir() / "runs" / f"{self.name}.json"
+
+    def save(self) -> None:
+        self.record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.record.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        os.replace(tmp, self.record)
+
+    def alive(self) -> bool:
+        try:
+            return abs(psutil.Process(self.pid).create_time() - self.created) < 1.0
+        except psutil.Error:
+            return False
+
+
+def default_name(argv: list[str], server: str | None) -> str:
+    stem = server or re.sub(r"\W+", "-", Path(argv[0]).name).strip("-") or "server"
+    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def load(name: str) -> Run:
+    path = state_dir() / "runs" / f"{name}.json"
+    try:
+        return Run(**json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise LookupError(f"no launched server named {name!r} (see firedup ps)") from None
+    except (ValueError, TypeError) as e:
+        raise LookupError(f"unreadable run record {path}: {e}") from None
+
+
+def all_runs() -> list[Run]:
+    out = []
+    for path in sorted((state_dir() / "runs").glob("*.json")):
+        try:
+            out.append(Run(**json.loads(path.read_text())))
+        except (OSError, ValueError, TypeError):
+            continue
+    return out

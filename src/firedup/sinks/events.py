@@ -1,0 +1,30 @@
+"""JSON lines: one event a line, the verdict last (DESIGN.md: ``--json`` events)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from ..judge import Verdict
+
+
+class JsonEvents:
+    def __init__(self, out: TextIO = sys.stdout):
+        self.out = out
+
+    def event(self, t: float, name: str, **fields: Any) -> None:
+        self.out.write(json.dumps({"t": round(t, 3), "event": name, **fields}, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def update(self, view: dict[str, Any]) -> None:
+        pass
+
+    def verdict(self, verdict: Verdict, note: str | None = None) -> None:
+        fields = verdict.to_dict()
+        if note:
+            fields["note"] = note
+        self.event(verdict.elapsed, verdict.outcome, **fields)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,126 @@
+"""The live terminal view: phase, progress bar with ETA, elapsed, last line,
+warnings ignored; plain timestamped lines when the output is not a terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from ..judge import Verdict
+from . import summary
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60:02d}:{seconds % 60:02d}"
+
+
+def phase_line(phases: dict[str, float]) -> str:
+    return ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases.items() if seconds >= 0.5)
+
+
+class Eta:
+    """Remaining time of a progress counter from its rate since it was first seen."""
+
+    def __init__(self) -> None:
+        self._first: tuple[str, int, float] | None = None
+
+    def __call__(self, progress: dict[str, Any] | None, now: float) -> float | None:
+        if not progress or not progress.get("total"):
+            return None
+        desc, n = progress["desc"], progress["n"]
+        if self._first is None or self._first[0] != desc or n < self._first[1]:
+            self._first = (desc, n, now)
+            return None
+        done = n - self._first[1]
+        if done <= 0:
+            return None
+        return (progress["total"] - n) * (now - self._first[2]) / done
+
+
+class LiveView:
+    def __init__(self, console: Console, title: str):
+        self.console = console
+        self.title = title
+        self.eta = Eta()
+        self.live = Live(console=console, refresh_per_second=8, transient=True)
+        self.live.start()
+
+    def event(self, t: float, name: str, **fields: Any) -> None:
+        if name in ("phase", "warning", "exit"):
+            self.live.console.print(Text(f"{_clock(t)} {name}: {fields.get('phase') or fields.get('line') or fields.get('code')}", "dim"))
+
+    def update(self, view: dict[str, Any]) -> None:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_row(Text(f"{self.title}", "bold"), Text(f"{view['server'] or 'server'}  phase: {view['phase']}"),
+                     Text(f"elapsed {_clock(view['elapsed'])}", "dim"))
+        rows = [grid]
+        progress = view.get("progress")
+        if progress and progress.get("total"):
+            eta = self.eta(progress, view["elapsed"])
+            bar = Table.grid(padding=(0, 1))
+            bar.add_row(ProgressBar(total=progress["total"], completed=progress["n"], width=30),
+                        Text(f"{progress['desc']} {progress['n']}/{progress['total']}"),
+                        Text(f"ETA {_clock(eta)}" if eta is not None else "", "dim"))
+            rows.append(bar)
+        if view.get("last"):
+            rows.append(Text(f"last: {view['last']}", "dim", overflow="ellipsis", no_wrap=True))
+        if view.get("warnings"):
+            rows.append(Text(f"{view['warnings']} warning(s) ignored", "dim"))
+        self.live.update(Group(*rows))
+
+    def verdict(self, verdict: Verdict, note: str | None = None) -> None:
+        self.live.stop()
+        summary.render(verdict, self.console)
+        if verdict.phases:
+            self.console.print(Text(f"  phases: {phase_line(verdict.phases)}", "dim"))
+        if note:
+            self.console.print(Text(f"  {note}"))
+
+    def close(self) -> None:
+        self.live.stop()
+
+
+class PlainView:
+    """One line per event, for logs and pipes."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self._progress_step = -1
+
+    def event(self, t: float, name: str, **fields: Any) -> None:
+        if name == "progress":
+            total = fields.get("total") or 0
+            step = int(10 * fields["n"] / total) if total else fields["n"]
+            if step == self._progress_step:
+                return
+            self._progress_step = step
+            text = f"{fields['desc']} {fields['n']}" + (f"/{total}" if total else "")
+        elif name == "phase":
+            self._progress_step = -1
+            text = fields["phase"]
+        elif name == "warning":
+            text = fields["line"]
+        elif name == "config":
+            text = ", ".join(f"{k}={v}" for k, v in list(fields["config"].items())[:6])
+        else:
+            text = " ".join(f"{k}={v}" for k, v in fields.items())
+        self.console.print(Text(f"[{t:7.1f}s] {name}: {text}"), overflow="ellipsis", no_wrap=True, soft_wrap=False)
+
+    def update(self, view: dict[str, Any]) -> None:
+        pass
+
+    def verdict(self, verdict: Verdict, note: str | None = None) -> None:
+        summary.render(verdict, self.console)
+        if verdict.phases:
+            self.console.print(Text(f"  phases: {phase_line(verdict.phases)}", "dim"))
+        if note:
+            self.console.print(Text(f"  {note}"))
+
+    def close(self) -> None:
+        pass

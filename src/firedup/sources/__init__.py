@@ -1,0 +1,1 @@
+"""Where lines and liveness evidence come from: files, processes, probes."""

@@ -1,0 +1,75 @@
+"""Follow a log file like ``tail -F``: wait for it to appear, follow rotation
+and truncation, never read a byte twice."""
+
+from __future__ import annotations
+
+import os
+
+
+class FileFollower:
+    CHUNK = 4 << 20
+
+    def __init__(self, path: str | os.PathLike, offset: int = 0):
+        """Follow ``path`` from byte ``offset`` of the file it names now (0: the whole file)."""
+        self.path = os.fspath(path)
+        self.start_offset = offset
+        self._f = None
+        self._ino: tuple[int, int] | None = None
+        self.offset = 0
+        self.rotations = 0
+
+    @property
+    def directory(self) -> str:
+        return os.path.dirname(os.path.abspath(self.path))
+
+    @property
+    def exists(self) -> bool:
+        return self._f is not None
+
+    def _open(self) -> bool:
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return False
+        st = os.fstat(f.fileno())
+        self._f, self._ino = f, (st.st_dev, st.st_ino)
+        if self.rotations == 0 and self.start_offset:
+            f.seek(min(self.start_offset, st.st_size))
+        self.offset = f.tell()
+        return True
+
+    def read(self) -> bytes:
+        """Everything appended since the last call (possibly across a rotation)."""
+        if self._f is None and not self._open():
+            return b""
+        out = [self._drain()]
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return b"".join(out)  # moved away: keep reading the old file until it reappears
+        if (st.st_dev, st.st_ino) != self._ino:
+            self._f.close()
+            self._f = None
+            self.rotations += 1
+            if self._open():
+                out.append(self._drain())
+        elif st.st_size < self.offset:  # truncated in place: start over at its new end of data
+            self._f.seek(0)
+            self.offset = 0
+            out.append(self._drain())
+        return b"".join(out)
+
+    def _drain(self) -> bytes:
+        parts = []
+        while True:
+            chunk = self._f.read(self.CHUNK)
+            if not chunk:
+                break
+            parts.append(chunk)
+            self.offset += len(chunk)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None

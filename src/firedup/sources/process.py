@@ -1,0 +1,103 @@
+"""Start a server in its own session with its output going straight to a log
+file (not through a pipe into firedup: firedup exiting never blocks, kills or
+loses output of the server), watch it exit, and stop its whole process group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+
+
+def start(argv: Sequence[str], log_path: str | os.PathLike, env: Mapping[str, str] | None = None,
+          cwd: str | None = None) -> subprocess.Popen:
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, env=dict(env) if env is not None else None, cwd=cwd,
+        )
+
+
+class ExitWatch:
+    """A file descriptor that becomes readable when a process ends (pidfd), and its exit code."""
+
+    def __init__(self, pid: int, popen: subprocess.Popen | None = None):
+        self.pid = pid
+        self.popen = popen
+        self.fd = os.pidfd_open(pid)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def poll(self) -> int | None:
+        """The exit code once the process has ended (-N for a signal), else None."""
+        if self.popen is not None:
+            return self.popen.poll()
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return _exit_code_unknown()
+        except PermissionError:
+            return None
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return _exit_code_unknown()
+        except OSError:
+            return _exit_code_unknown()
+        return None
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _exit_code_unknown() -> int:
+    # A process that is not our child: it ended, but its exit status went to its parent.
+    return -255
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def stop_group(pgid: int, grace: float = 15.0, popen: subprocess.Popen | None = None) -> str:
+    """SIGTERM the process group, SIGKILL what is left after ``grace`` seconds
+    (vLLM can ignore SIGTERM for more than 10 s). Returns how it ended."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "gone"
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if popen is not None:
+            popen.poll()
+        if not group_alive(pgid):
+            return "terminated"
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return "terminated"
+    while group_alive(pgid):
+        if popen is not None:
+            popen.poll()
+        time.sleep(0.02)
+    return "killed"
+
+
+def pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True

@@ -1,0 +1,86 @@
+"""Liveness evidence from a process tree: is it visibly working?
+
+CPU time alone is not progress (NCCL and busy loops spin); bytes read and
+written, memory growing or shrinking, and children coming and going are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psutil
+
+# Changes smaller than these are noise (allocator jitter, /proc reads).
+MIN_RSS_CHANGE = 4 << 20
+MIN_IO_CHANGE = 64 << 10
+
+
+class TreeSampler:
+    def __init__(self, pid: int):
+        self.pid = pid
+        self._last: dict[str, Any] | None = None
+
+    def sample(self) -> dict[str, Any] | None:
+        """The tree's counters, or None when the root is gone."""
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return None
+        rss = read = write = cpu = 0
+        pids = []
+        for p in procs:
+            try:
+                with p.oneshot():
+                    rss += p.memory_info().rss
+                    cpu += sum(p.cpu_times()[:2])
+                    try:
+                        io = p.io_counters()
+                        read += io.read_chars
+                        write += io.write_chars
+                    except (psutil.AccessDenied, AttributeError):
+                        pass
+                    pids.append(p.pid)
+            except psutil.Error:
+                continue
+        return {"pids": sorted(pids), "rss": rss, "read": read, "write": write, "cpu": round(cpu, 2),
+                "gpu": _gpu_memory(set(pids))}
+
+    def progress(self) -> dict[str, Any] | None:
+        """A sample when it shows the tree working since the last one, else None."""
+        now = self.sample()
+        last, self._last = self._last, now
+        if now is None or last is None:
+            return None
+        if (now["pids"] != last["pids"] or abs(now["rss"] - last["rss"]) >= MIN_RSS_CHANGE
+                or now["read"] - last["read"] >= MIN_IO_CHANGE or now["write"] - last["write"] >= MIN_IO_CHANGE
+                or abs((now["gpu"] or 0) - (last["gpu"] or 0)) >= MIN_RSS_CHANGE):
+            return now
+        return None
+
+
+
+_nvml: Any = None
+
+
+def _gpu_memory(pids: set[int]) -> int | None:
+    """GPU memory the processes hold, when nvidia-ml-py is installed and sees a GPU."""
+    global _nvml
+    if _nvml is None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            _nvml = pynvml
+        except Exception:  # not installed, no driver, no GPU: no GPU evidence
+            _nvml = False
+    if not _nvml:
+        return None
+    try:
+        used = 0
+        for i in range(_nvml.nvmlDeviceGetCount()):
+            for proc in _nvml.nvmlDeviceGetComputeRunningProcesses(_nvml.nvmlDeviceGetHandleByIndex(i)):
+                if proc.pid in pids and proc.usedGpuMemory:
+                    used += proc.usedGpuMemory
+        return used
+    except _nvml.NVMLError:
+        return None

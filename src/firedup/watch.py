@@ -1,0 +1,199 @@
+"""The live loop: follow a log (and optionally a process and its HTTP port),
+feed the rules engine and the judge as events arrive, and stop at the verdict.
+
+It sleeps in one ``select()`` on: inotify (the log's directory changed), a
+pidfd (the server exited), the probe thread's wake pipe, or standard input;
+with a short timeout as a safety net (polling when inotify is missing) and to
+let the judge's deadlines pass."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, BinaryIO
+
+import os
+
+from .engine import Engine
+from .judge import Judge, Verdict
+from .signals import Signal
+from .sources import inotify
+from .sources.file import FileFollower
+from .sources.http import Prober
+from .sources.process import ExitWatch
+from .sources.procstat import TreeSampler
+
+SAMPLE_EVERY = 1.0
+POLL = 0.25  # the longest sleep: deadlines and polling fallback
+STACK_DUMP_TIMEOUT = 20
+
+
+class Watch:
+    def __init__(self, *, log: str | None = None, stream: BinaryIO | None = None, server: str | None = None,
+                 pid: int | None = None, exit_watch: ExitWatch | None = None, url: str | None = None,
+                 stall: float | None = 300.0, timeout: float | None = None, grace: float = 30.0,
+                 sinks: Sequence[Any] = (), clock: Callable[[], float] = time.monotonic,
+                 offset: int = 0):
+        self.clock = clock
+        self.started = clock()
+        self.engine = Engine(server=server)
+        self.ruleset = self.engine.ruleset
+        self._stream_ready = False
+        self.judge = Judge(now=self.started, stall=stall, timeout=timeout, grace=grace, server=server,
+                           confirm=2.0 if url else None)
+        self.follower = FileFollower(log, offset) if log else None
+        self.stream = stream
+        self.exit_watch = exit_watch or (ExitWatch(pid) if pid else None)
+        self.sampler = TreeSampler(self.exit_watch.pid) if self.exit_watch else None
+        self.url = url
+        self.prober: Prober | None = None
+        self.sinks = list(sinks)
+        self._phase = None
+        self._progress = None
+        self._warnings = 0
+        self._last_line = ""
+
+    # -- the loop ------------------------------------------------------------
+
+    def run(self) -> Verdict:
+        sel = selectors.DefaultSelector()
+        notify = None
+        if self.follower is not None and inotify.available():
+            notify = inotify.Inotify()
+            try:
+                notify.watch(self.follower.directory)
+                sel.register(notify, selectors.EVENT_READ)
+            except OSError:  # the directory does not exist yet: poll
+                notify.close()
+                notify = None
+        if self.stream is not None:
+            sel.register(self.stream, selectors.EVENT_READ)
+        if self.exit_watch is not None:
+            sel.register(self.exit_watch, selectors.EVENT_READ)
+        if self.url:
+            self.prober = Prober(self.url, self._health_path())
+            sel.register(self.prober, selectors.EVENT_READ)
+            self.prober.start()
+        self._emit(0.0, "start", server=self.engine.family, log=self.follower.path if self.follower else "-",
+                   pid=self.exit_watch.pid if self.exit_watch else None, url=self.prober.url if self.prober else None)
+        next_sample = self.started
+        try:
+            while True:
+                now = self.clock()
+                self._read(now)
+                if self.prober is not None:
+                    self._probes(now)
+                if self.sampler is not None and now >= next_sample:
+                    next_sample = now + SAMPLE_EVERY
+                    evidence = self.sampler.progress()
+                    if evidence is not None:
+                        self.judge.feed(Signal("evidence", data=evidence), now)
+                if self.exit_watch is not None and self.judge.exit_code is None:
+                    code = self.exit_watch.poll()
+                    if code is not None:
+                        self._read(now)  # what it wrote before it died
+                        self._close_input(now)
+                        self.judge.feed(Signal("exit", data={"code": code}), now)
+                        self._emit(now - self.started, "exit", code=code)
+                verdict = self.judge.decide(now)
+                if verdict is None and self.follower is None and self.stream is None and self.exit_watch is None:
+                    verdict = self.judge.finish(now)  # standard input ended, nothing else to wait for
+                if verdict is not None:
+                    if verdict.outcome == "stalled" and self.exit_watch is not None:
+                        verdict.stacks = stack_dump(self.sampler.sample())
+                    return verdict
+                self._view(now)
+                for key, _ in sel.select(POLL):
+                    if key.fileobj is notify:
+                        notify.drain()
+                    elif key.fileobj is self.stream:
+                        self._stream_ready = True
+        finally:
+            sel.close()
+            if notify is not None:
+                notify.close()
+            if self.prober is not None:
+                self.prober.close()
+
+    def _read(self, now: float) -> None:
+        if self.follower is not None:
+            data = self.follower.read()
+            if data:
+                self._feed(self.engine.feed(data), now)
+        if self.stream is not None and self._stream_ready:
+            self._stream_ready = False
+            data = os.read(self.stream.fileno(), 1 << 20)
+            if data:
+                self._feed(self.engine.feed(data), now)
+            else:  # standard input ended: the log is finished
+                self._close_input(now)
+                self.stream = None
+
+    def _close_input(self, now: float) -> None:
+        self._feed(self.engine.close(), now)
+
+    def _health_path(self) -> str:
+        family = self.engine.family
+        pack = self.ruleset.packs.get(family) if family else None
+        return pack.health if pack and pack.health else "/health"
+
+    def _probes(self, now: float) -> None:
+        family = self.engine.family
+        pack = self.ruleset.packs.get(family) if family else None
+        ready_by_health = pack.health_ready if pack else True
+        for status in self.prober.results():
+            self.judge.feed(Signal("probe", line=f"GET {self.prober.url} -> {status}",
+                                   data={"status": status, "ready": status == 200 and ready_by_health}), now)
+
+    # -- events for the sinks ------------------------------------------------
+
+    def _feed(self, signals: list[Signal], now: float) -> None:
+        t = now - self.started
+        for s in signals:
+            self.judge.feed(s, now)
+            if s.kind == "lines":
+                self._last_line = s.line
+            elif s.kind == "config":
+                self._emit(t, "config", config=s.data)
+            elif s.kind == "benign" and self.judge.ready is None:
+                self._warnings += 1
+                self._emit(t, "warning", line=s.line, lineno=s.lineno, rule=s.rule.id)
+            elif s.kind == "progress" and self.judge.progress != self._progress:
+                self._progress = self.judge.progress
+                self._emit(t, "progress", **self.judge.progress)
+            if self.judge.phase != self._phase:
+                self._phase = self.judge.phase
+                self._emit(t, "phase", phase=self._phase)
+
+    def _emit(self, t: float, name: str, **fields: Any) -> None:
+        for sink in self.sinks:
+            sink.event(t, name, **fields)
+
+    def _view(self, now: float) -> None:
+        view = {"server": self.judge.server or self.engine.family, "phase": self.judge.phase,
+                "progress": self.judge.progress, "elapsed": now - self.started, "last": self._last_line,
+                "warnings": self._warnings}
+        for sink in self.sinks:
+            sink.update(view)
+
+
+def stack_dump(sample: dict[str, Any] | None) -> str | None:
+    """Python stacks of a stalled process tree, when py-spy is installed."""
+    spy = shutil.which("py-spy")
+    if spy is None or not sample:
+        return None
+    dumps = []
+    for pid in sample["pids"]:
+        try:
+            out = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True,
+                                 timeout=STACK_DUMP_TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.returncode == 0 and out.stdout.strip():
+            dumps.append(out.stdout.strip())
+    return "\n\n".join(dumps) or None
+
