@@ -1,7 +1,10 @@
 """firedup: start, watch and diagnose LLM inference servers."""
 
+from .api import Server, ServerError, ServerFailed, ServerStalled, ServerTimeout, launch
 from .diagnose import InputError, diagnose
 from .judge import Verdict
+from .watch import Watch
 
-__all__ = ["InputError", "Verdict", "diagnose"]
+__all__ = ["InputError", "Server", "ServerError", "ServerFailed", "ServerStalled", "ServerTimeout",
+           "Verdict", "Watch", "diagnose", "launch"]
 __version__ = "0.1.0"

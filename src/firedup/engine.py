@@ -96,6 +96,8 @@ class Engine:
                 out.append(Signal("detect", lineno, line.text, data={"server": tag}))
         closed = self.tracebacks.feed(lineno, line)
         self.scanner.dense = self.tracebacks.open
+        if self.tracebacks.absorbed:
+            candidates = []  # a frame's source line is code, not a message
         held = (lineno, line, candidates, closed, self.tracebacks.open)
         if self.family is None and len(self._held) < HOLD_LINES:
             # Which family wrote the log is often said a few lines later

@@ -49,12 +49,16 @@ class _Block:
 class Assembler:
     def __init__(self) -> None:
         self._blocks: dict[str, _Block] = {}
+        # Whether the last line fed was a frame (source code, carets) or a
+        # chain separator: rules must not read "raise OSError(98, ...)".
+        self.absorbed = False
 
     @property
     def open(self) -> bool:
         return bool(self._blocks)
 
     def feed(self, lineno: int, line: Line) -> list[Signal]:
+        self.absorbed = False
         out: list[Signal] = []
         msg = line.message
         header = HEADER.search(msg)
@@ -74,7 +78,8 @@ class Assembler:
         if block is not None:
             block.last = lineno
             if block.state == "frames":
-                if msg[:1].isspace() or msg.startswith("^"):
+                if msg[:1].isspace():
+                    self.absorbed = True
                     return out
                 if _IN_BLOCK.match(msg):
                     block.exceptions.append((lineno, line))
@@ -82,6 +87,7 @@ class Assembler:
                     return out
             elif CHAIN.match(msg):
                 block.state = "chain"
+                self.absorbed = True
                 return out
             elif block.state == "exception" and msg[:1].isspace():
                 # the message goes on, indented (pydantic's "  Value error, ...")

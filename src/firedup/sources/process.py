@@ -10,6 +10,10 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
+import psutil
+
+KILL_WAIT = 5.0  # how long to wait for the kernel to take SIGKILLed processes away
+
 
 def start(argv: Sequence[str], log_path: str | os.PathLike, env: Mapping[str, str] | None = None,
           cwd: str | None = None) -> subprocess.Popen:
@@ -59,13 +63,21 @@ def _exit_code_unknown() -> int:
 
 
 def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies waiting for their
+    parent to reap them do not count)."""
     try:
         os.killpg(pgid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
 
 
 def stop_group(pgid: int, grace: float = 15.0, popen: subprocess.Popen | None = None) -> str:
@@ -86,7 +98,8 @@ def stop_group(pgid: int, grace: float = 15.0, popen: subprocess.Popen | None = 
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         return "terminated"
-    while group_alive(pgid):
+    deadline = time.monotonic() + KILL_WAIT
+    while group_alive(pgid) and time.monotonic() < deadline:
         if popen is not None:
             popen.poll()
         time.sleep(0.02)

@@ -1,0 +1,76 @@
+"""The Python API for test suites and scripts::
+
+    with firedup.launch(["vllm", "serve", "m", "--port", "8001"]) as server:
+        httpx.get(server.url + "/v1/models")
+
+raises a ``ServerError`` subclass carrying the verdict when the server does
+not become ready, and stops the server's process group on the way out."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from .judge import Verdict
+from .launch import STOP_GRACE, start_and_watch
+from .sources import process
+
+
+class ServerError(Exception):
+    """The server did not become ready; ``verdict`` says why."""
+
+    def __init__(self, verdict: Verdict, log: str):
+        self.verdict = verdict
+        self.log = log
+        where = f" (line {verdict.evidence['lineno']}: {verdict.evidence['line']})" if verdict.evidence else ""
+        super().__init__(f"server {verdict.outcome}" + (f": {verdict.cause}" if verdict.cause else "")
+                         + where + f"; log: {log}")
+
+
+class ServerFailed(ServerError):
+    pass
+
+
+class ServerStalled(ServerError):
+    pass
+
+
+class ServerTimeout(ServerError):
+    pass
+
+
+_ERRORS = {"failed": ServerFailed, "stalled": ServerStalled, "timeout": ServerTimeout}
+
+
+@dataclass
+class Server:
+    name: str
+    pid: int
+    url: str | None
+    log: str
+    verdict: Verdict
+
+    def stop(self, grace: float = STOP_GRACE) -> str:
+        return process.stop_group(self.pid, grace)
+
+
+@contextmanager
+def launch(argv: Sequence[str], *, name: str | None = None, server: str | None = None,
+           log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = 300.0,
+           timeout: float | None = None, env: Mapping[str, str] | None = None,
+           stop_grace: float = STOP_GRACE) -> Iterator[Server]:
+    """Start a server, wait until it is ready, yield it, stop it afterwards."""
+    launched = start_and_watch(argv, name=name, server=server, log=log, url=url, stall=stall,
+                               timeout=timeout, kill_on_stall=True, env=env, stop_grace=stop_grace)
+    if launched.verdict.outcome != "ready":
+        if process.group_alive(launched.pgid):
+            process.stop_group(launched.pgid, stop_grace, launched.popen)
+        raise _ERRORS[launched.verdict.outcome](launched.verdict, launched.run.log)
+    handle = Server(launched.run.name, launched.run.pid, launched.run.url, launched.run.log, launched.verdict)
+    try:
+        yield handle
+    finally:
+        if process.group_alive(launched.pgid):
+            process.stop_group(launched.pgid, stop_grace, launched.popen)

@@ -1,0 +1,223 @@
+"""watch and launch on real processes and files (small scripts standing in for
+servers; the real servers are in test_servers.py)."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import firedup
+from firedup.launch import derive_url, start_and_watch
+from firedup.sources.file import FileFollower
+from firedup.sources.process import group_alive
+from firedup.watch import Watch
+
+from .conftest import run_cli
+
+READY = "[2025-04-09 05:05:21] The server is fired up and ready to roll!"
+ARGS = "[2025-04-09 05:05:03] server_args=ServerArgs(model_path='m', attention_backend='triton')"
+
+
+def script(tmp_path, body: str) -> list[str]:
+    path = tmp_path / "server.py"
+    path.write_text("import os, sys, time\n" + body)
+    return [sys.executable, "-u", str(path)]
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+# -- the file follower ------------------------------------------------------
+
+def test_follower_waits_for_the_file_and_follows_rotation_and_truncation(tmp_path):
+    path = tmp_path / "server.log"
+    f = FileFollower(path)
+    assert f.read() == b""
+    path.write_bytes(b"one\ntwo\n")
+    assert f.read() == b"one\ntwo\n"
+    with open(path, "ab") as w:
+        w.write(b"three\n")
+    os.rename(path, tmp_path / "server.log.1")  # rotation: the old file keeps its last lines
+    with open(tmp_path / "server.log.1", "ab") as w:
+        w.write(b"four\n")
+    path.write_bytes(b"five\n")
+    assert f.read() == b"three\nfour\nfive\n"
+    path.write_bytes(b"")  # truncation in place
+    with open(path, "ab") as w:
+        w.write(b"six\n")
+    assert f.read() == b"six\n"
+    assert f.read() == b""
+
+
+def test_follower_starts_at_an_offset(tmp_path):
+    path = tmp_path / "server.log"
+    path.write_bytes(b"old run\n")
+    f = FileFollower(path, offset=8)
+    with open(path, "ab") as w:
+        w.write(b"new run\n")
+    assert f.read() == b"new run\n"
+
+
+# -- watch --------------------------------------------------------------------
+
+def test_watch_a_log_that_appears_and_grows(tmp_path):
+    path = tmp_path / "late.log"
+
+    def writer():
+        time.sleep(0.3)
+        with open(path, "w") as w:
+            w.write(ARGS + "\n")
+            w.flush()
+            time.sleep(0.3)
+            w.write(READY + "\n")
+
+    t = threading.Thread(target=writer)
+    t.start()
+    started = time.monotonic()
+    verdict = Watch(log=str(path), stall=30).run()
+    t.join()
+    assert verdict.outcome == "ready" and verdict.config["attention_backend"] == "triton"
+    assert time.monotonic() - started < 5
+
+
+def test_watch_stdin_to_a_verdict():
+    proc = run_cli("watch", "--json", "-", stdin=(ARGS + "\nRuntimeError: CRITICAL WARNING: PyTorch 2.9.1 & "
+                                                  "CuDNN Compatibility Issue Detected\n").encode())
+    events = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    assert proc.returncode == 1
+    assert events[0]["event"] == "start" and events[-1]["event"] == "failed"
+    assert events[-1]["cause"] == "cudnn_version" and "phases" in events[-1]
+    assert {"t", "event"} <= set(events[1])
+
+
+def test_watch_a_pid_that_dies(tmp_path):
+    log = tmp_path / "s.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(script(tmp_path, "print('loading', flush=True); time.sleep(0.5); sys.exit(3)"),
+                                stdout=out, stderr=subprocess.STDOUT)
+    verdict = Watch(log=str(log), pid=proc.pid, stall=30).run()
+    proc.wait()
+    assert verdict.outcome == "failed" and verdict.evidence["line"] == "loading"
+
+
+def test_watch_usage_errors(tmp_path):
+    assert run_cli("watch", str(tmp_path)).returncode == 2
+    proc = run_cli("watch", "--pid", "999999999", str(tmp_path / "x.log"))
+    assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup: no process")
+
+
+# -- launch -------------------------------------------------------------------
+
+def test_launch_to_ready_leaves_the_server_running(tmp_path):
+    argv = script(tmp_path, f"print({ARGS!r}); time.sleep(0.2); print({READY!r}); time.sleep(60)")
+    launched = start_and_watch(argv, name="ok", stall=30)
+    try:
+        assert launched.verdict.outcome == "ready"
+        assert group_alive(launched.pgid) and "firedup stop ok" in launched.note
+        proc = run_cli("ps", "--json", timeout=30)
+        rows = json.loads(proc.stdout)
+        assert rows[0]["name"] == "ok" and rows[0]["alive"] is True
+        assert run_cli("stop", "ok").returncode == 0
+        assert not group_alive(launched.pgid)
+    finally:
+        if group_alive(launched.pgid):
+            os.killpg(launched.pgid, 9)
+
+
+def test_launch_failure_stops_the_group_and_names_the_cause_within_2s_of_exit(tmp_path):
+    body = ("import subprocess\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            f"print({ARGS!r}, flush=True)\n"
+            "time.sleep(0.3)\n"
+            "raise ModuleNotFoundError(\"No module named 'sgl_kernel'\")\n")
+    started = time.monotonic()
+    launched = start_and_watch(script(tmp_path, body), stall=30, grace=30)
+    assert launched.verdict.outcome == "failed" and launched.verdict.cause == "missing_module"
+    assert launched.verdict.exit_code == 1
+    assert launched.verdict.evidence["line"] == "ModuleNotFoundError: No module named 'sgl_kernel'"
+    assert time.monotonic() - started < 5
+    assert not group_alive(launched.pgid)  # the orphaned child went with it
+
+
+def test_fatal_line_decides_before_the_process_exits(tmp_path):
+    body = f"print({ARGS!r}, flush=True)\nraise OSError(98, 'Address already in use')\n"
+    launched = start_and_watch(script(tmp_path, body), stall=30)
+    assert launched.verdict.cause == "port_in_use"
+    assert launched.verdict.evidence["line"] == "OSError: [Errno 98] Address already in use"
+
+
+def test_launch_stall_is_left_running_unless_asked(tmp_path):
+    argv = script(tmp_path, f"print({ARGS!r}, flush=True); time.sleep(60)")
+    launched = start_and_watch(argv, stall=2)
+    try:
+        assert launched.verdict.outcome == "stalled" and launched.verdict.phase == "init"
+        assert group_alive(launched.pgid) and "left running" in launched.note
+    finally:
+        os.killpg(launched.pgid, 9)
+    launched = start_and_watch(argv, stall=2, kill_on_stall=True)
+    assert launched.verdict.outcome == "stalled" and not group_alive(launched.pgid)
+
+
+def test_silent_but_working_is_not_a_stall(tmp_path):
+    """Like vLLM compiling for 40 s without a line: files written, memory moving."""
+    body = (f"print({ARGS!r}, flush=True)\n"
+            "blob = []\n"
+            "for i in range(12):\n"
+            "    with open(os.path.join(os.path.dirname(__file__), f'cache{i}'), 'wb') as f:\n"
+            "        f.write(os.urandom(256 << 10))\n"
+            "    blob.append(bytearray(8 << 20))\n"
+            "    time.sleep(0.5)\n"
+            f"print({READY!r}, flush=True)\n"
+            "time.sleep(60)\n")
+    launched = start_and_watch(script(tmp_path, body), stall=3, kill_on_stall=True)
+    try:
+        assert launched.verdict.outcome == "ready", launched.verdict
+        assert launched.verdict.elapsed > 5
+    finally:
+        if group_alive(launched.pgid):
+            os.killpg(launched.pgid, 9)
+
+
+def test_launch_timeout_stops_the_server(tmp_path):
+    body = "for i in range(100):\n    print(f'still loading {i}', flush=True)\n    time.sleep(0.2)\n"
+    launched = start_and_watch(script(tmp_path, body), stall=5, timeout=1.5)
+    assert launched.verdict.outcome == "timeout" and not group_alive(launched.pgid)
+
+
+def test_cli_launch_json_events(tmp_path):
+    argv = script(tmp_path, f"print({ARGS!r}); print({READY!r}, flush=True); time.sleep(30)")
+    proc = run_cli("launch", "--json", "--name", "j", "--", *argv)
+    try:
+        events = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+        assert proc.returncode == 0
+        assert [e["event"] for e in events][:1] == ["start"] and events[-1]["event"] == "ready"
+        assert "config" in [e["event"] for e in events]
+        assert events[-1]["note"].startswith("running: pid")
+    finally:
+        run_cli("stop", "j")
+
+
+def test_python_api_and_fixture(tmp_path, firedup_server):
+    argv = script(tmp_path, f"print({READY!r}, flush=True); time.sleep(30)")
+    server = firedup_server(argv, server="sglang", stall=30)
+    assert server.verdict.outcome == "ready" and group_alive(server.pid)
+    with pytest.raises(firedup.ServerFailed) as err:
+        with firedup.launch(script(tmp_path, "print('x', flush=True); raise SystemExit(2)"), stall=30):
+            pass
+    assert err.value.verdict.exit_code == 2
+
+
+@pytest.mark.parametrize("argv,family,url", [
+    (["python", "-m", "sglang.launch_server", "--model-path", "m", "--port", "31000"], "sglang", "http://127.0.0.1:31000"),
+    (["vllm", "serve", "m", "--host", "0.0.0.0"], "vllm", "http://127.0.0.1:8000"),
+    (["llama-server", "-m", "x.gguf", "--port=9000", "--host", "::1"], "llamacpp", "http://[::1]:9000"),
+    (["python", "server.py"], None, None),
+])
+def test_url_from_the_command_line(argv, family, url):
+    assert derive_url(argv, family) == url
