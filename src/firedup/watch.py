@@ -12,6 +12,7 @@ import os
 import selectors
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
@@ -115,7 +116,9 @@ class Watch:
         finally:
             sel.close()
             if notify is not None:
-                notify.close()
+                # Closing an inotify descriptor waits for a kernel RCU grace
+                # period (tens of ms): keep that off the verdict's path.
+                threading.Thread(target=notify.close, daemon=True).start()
             if self.prober is not None:
                 self.prober.close()
 

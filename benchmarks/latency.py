@@ -1,0 +1,157 @@
+"""How soon `firedup watch` knows, beside the seed documents' 5-second grep loop.
+
+Measures, side by side in one run:
+- a ready line appended to the log → the verdict (p50, p99 over --trials);
+- a fatal traceback appended to the log → the verdict;
+- the watched process exiting → the verdict;
+- CPU used by firedup while it watches a silent server (log + pid) for --idle seconds.
+
+    python benchmarks/latency.py [--trials 50] [--idle 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+STARTUP = ("INFO 11-29 10:06:01 [api_server.py:1896] vLLM API server version 0.32.0\n"
+           "(EngineCore pid=7) INFO 11-29 10:06:05 [gpu_model_runner.py:1] Starting to load model m...\n")
+READY = "(APIServer pid=6) INFO:     Application startup complete.\n"
+FATAL = ("(APIServer pid=6) Traceback (most recent call last):\n"
+         '(APIServer pid=6)   File "/venv/lib/python3.12/site-packages/vllm/v1/engine/core_client.py", line 9, in f\n'
+         "(APIServer pid=6)     raise RuntimeError(\n"
+         "(APIServer pid=6) RuntimeError: Engine core initialization failed. See root cause above. "
+         "Failed core proc(s): {'EngineCore': 1}\n")
+# The loop of the seed documents, as they ran it (one log check every 5 s).
+GREP_LOOP = ('for i in $(seq 1 120); do if grep -q "Application startup complete" "$1"; then echo READY; break; fi; '
+             'if grep -qi "error\\|traceback" "$1"; then echo ERROR; break; fi; sleep 5; done')
+
+
+def firedup_watch(log: Path, *extra: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "firedup", "watch", "--json", "--stall", "600", *extra, str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc.stdout.readline()  # the "start" event: it is following the log
+    return proc
+
+
+def until_verdict(proc: subprocess.Popen) -> float:
+    for line in proc.stdout:
+        if b'"event": "ready"' in line or b'"event": "failed"' in line:
+            return time.monotonic()
+    raise RuntimeError("firedup ended without a verdict")
+
+
+def trial_log_event(tmp: Path, i: int, text: str) -> float:
+    log = tmp / f"log-{i}.log"
+    log.write_text(STARTUP)
+    proc = firedup_watch(log)
+    time.sleep(0.05)
+    with open(log, "a") as f:
+        f.write(text)
+        f.flush()
+        t0 = time.monotonic()
+    latency = until_verdict(proc) - t0
+    proc.wait()
+    return latency
+
+
+def trial_exit(tmp: Path, i: int) -> float:
+    log = tmp / f"exit-{i}.log"
+    log.write_text(STARTUP)
+    server = subprocess.Popen(["sleep", "600"])
+    proc = firedup_watch(log, "--pid", str(server.pid))
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    server.send_signal(signal.SIGKILL)
+    latency = until_verdict(proc) - t0
+    server.wait()
+    proc.wait()
+    return latency
+
+
+def grep_trials(tmp: Path, n: int, text: str) -> list[float]:
+    """n grep loops at once (they mostly sleep); the line lands at a random point of their 5 s cycle."""
+    results: list[float] = [0.0] * n
+
+    def one(i: int) -> None:
+        log = tmp / f"grep-{i}.log"
+        log.write_text(STARTUP)
+        loop = subprocess.Popen(["bash", "-c", GREP_LOOP, "grep-loop", str(log)], stdout=subprocess.PIPE)
+        time.sleep(0.1 + 5.0 * i / n)
+        with open(log, "a") as f:
+            f.write(text)
+        t0 = time.monotonic()
+        loop.stdout.readline()
+        results[i] = time.monotonic() - t0
+        loop.kill()
+        loop.wait()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def idle_cpu(tmp: Path, seconds: float) -> float:
+    log = tmp / "idle.log"
+    log.write_text(STARTUP)
+    server = subprocess.Popen(["sleep", str(seconds + 60)])
+    proc = firedup_watch(log, "--pid", str(server.pid))
+    time.sleep(2)
+    before = cpu_seconds(proc.pid)
+    time.sleep(seconds)
+    used = cpu_seconds(proc.pid) - before
+    proc.kill()
+    server.kill()
+    proc.wait()
+    server.wait()
+    return 100 * used / seconds
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=50)
+    ap.add_argument("--idle", type=float, default=60.0)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        rows = []
+        for name, text in (("ready line appended", READY), ("fatal traceback appended", FATAL)):
+            ours = [trial_log_event(tmp, i, text) for i in range(args.trials)]
+            theirs = grep_trials(tmp, args.trials, text)
+            rows.append((name, ours, theirs))
+        exits = [trial_exit(tmp, i) for i in range(args.trials)]
+        cpu = idle_cpu(tmp, args.idle)
+
+    print(f"\n{args.trials} trials each; milliseconds\n")
+    print("| event → verdict | firedup p50 | firedup p99 | 5-second grep loop p50 | grep loop p99 |")
+    print("|---|---:|---:|---:|---:|")
+    for name, ours, theirs in rows:
+        print(f"| {name} | {1000 * pct(ours, 50):.1f} | {1000 * pct(ours, 99):.1f} | "
+              f"{1000 * pct(theirs, 50):.0f} | {1000 * pct(theirs, 99):.0f} |")
+    print(f"| process exit | {1000 * pct(exits, 50):.1f} | {1000 * pct(exits, 99):.1f} | never (the loop reads "
+          f"only the log: 600 s timeout) | never |")
+    print(f"\nCPU of `firedup watch LOG --pid PID` on a silent server for {args.idle:.0f} s: {cpu:.2f}% of one core")
+
+
+if __name__ == "__main__":
+    main()
