@@ -1,25 +1,41 @@
-# make demo: set up and show firedup diagnosing real server logs it captured.
-# make test: set up and run the test suite.   make bench: the speed benchmark.
+# make demo: set up, launch a real server (transformers serve, tiny local model)
+#            under firedup's live view until ready, stop it, then diagnose real
+#            failure logs firedup captured.
+# make test: set up (firedup, and the real servers the live tests start) and run the tests.
+# make bench: the speed benchmarks.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-DEMO_LOGS := vllm-ready vllm-truncated-shard vllm-max-model-len-too-long tf-port-in-use
+FIREDUP := $(VENV)/bin/firedup
+export FIREDUP_SERVERS ?= $(CURDIR)/.servers
+DEMO_PORT ?= 18321
+DEMO_LOGS := vllm-truncated-shard vllm-max-model-len-too-long
 
-.PHONY: demo test bench
+.PHONY: demo test bench servers
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-demo: $(VENV)/.installed
+servers:
+	scripts/setup-servers.sh "$(FIREDUP_SERVERS)"
+
+demo: $(VENV)/.installed servers
+	@echo "\$$ firedup launch --name demo -- transformers serve tiny-llama --port $(DEMO_PORT)"
+	@HF_HUB_OFFLINE=1 $(FIREDUP) launch --name demo --stall 60 -- \
+		$(FIREDUP_SERVERS)/venv-tf/bin/transformers serve $(FIREDUP_SERVERS)/models/tiny-llama \
+		--host 127.0.0.1 --port $(DEMO_PORT) --device cpu --log-level info
+	@echo; echo "\$$ curl -s 127.0.0.1:$(DEMO_PORT)/health"; curl -s 127.0.0.1:$(DEMO_PORT)/health; echo
+	@echo; echo "\$$ firedup stop demo"; $(FIREDUP) stop demo
 	@for log in $(DEMO_LOGS); do \
-		echo "\$$ firedup diagnose tests/fixtures/captured/$$log.log"; \
-		$(VENV)/bin/firedup diagnose tests/fixtures/captured/$$log.log; \
-		echo "(exit code $$?)"; echo; \
+		echo; echo "\$$ firedup diagnose tests/fixtures/captured/$$log.log"; \
+		$(FIREDUP) diagnose tests/fixtures/captured/$$log.log; \
+		echo "(exit code $$?)"; \
 	done
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed servers
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/scan.py
+	$(PY) benchmarks/latency.py

@@ -137,6 +137,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
                                    kill_on_stall=args.kill_on_stall, sinks=sinks)
     except FileNotFoundError as e:
         raise InputError(f"cannot start {cmd[0]}: {e.strerror}") from None
+    except ValueError as e:
+        raise InputError(str(e)) from None
     finally:
         for sink in sinks:
             sink.close()

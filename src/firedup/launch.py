@@ -70,6 +70,11 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     argv = list(argv)
     family = server or rules.load().detect_command(argv)
     name = name or runs.default_name(argv, family)
+    try:
+        if runs.load(name).alive():
+            raise ValueError(f"a server named {name!r} is still running (firedup stop {name})")
+    except LookupError:
+        pass
     log_path = Path(log) if log else runs.state_dir() / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     offset = log_path.stat().st_size if log_path.exists() else 0
