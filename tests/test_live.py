@@ -14,7 +14,7 @@ import firedup
 from firedup.launch import derive_url, start_and_watch
 from firedup.sources.file import FileFollower
 from firedup.sources.process import group_alive
-from firedup.watch import Watch
+from firedup.watch import Watch, py_spy
 
 from .conftest import run_cli
 
@@ -162,6 +162,14 @@ def test_launch_stall_is_left_running_unless_asked(tmp_path):
         os.killpg(launched.pgid, 9)
     launched = start_and_watch(argv, stall=2, kill_on_stall=True)
     assert launched.verdict.outcome == "stalled" and not group_alive(launched.pgid)
+
+
+@pytest.mark.skipif(py_spy() is None, reason="py-spy is not installed (the test extra installs it)")
+def test_stalled_verdict_shows_where_the_server_waits(tmp_path):
+    body = f"print({ARGS!r}, flush=True)\ndef read_shard():\n    time.sleep(60)\nread_shard()\n"
+    launched = start_and_watch(script(tmp_path, body), stall=2, kill_on_stall=True)
+    assert launched.verdict.outcome == "stalled"
+    assert "read_shard" in launched.verdict.stacks
 
 
 def test_silent_but_working_is_not_a_stall(tmp_path):

@@ -12,6 +12,7 @@ import os
 import selectors
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -184,9 +185,15 @@ class Watch:
             sink.update(view)
 
 
+def py_spy() -> str | None:
+    """py-spy on PATH, or installed beside firedup's own interpreter (a venv not activated)."""
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return shutil.which("py-spy") or (beside if os.access(beside, os.X_OK) else None)
+
+
 def stack_dump(sample: dict[str, Any] | None) -> str | None:
     """Python stacks of a stalled process tree, when py-spy is installed."""
-    spy = shutil.which("py-spy")
+    spy = py_spy()
     if spy is None or not sample:
         return None
     dumps = []

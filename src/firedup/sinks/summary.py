@@ -12,6 +12,7 @@ STYLE = {"ready": "bold green", "failed": "bold red", "stalled": "bold yellow",
 MARK = {"ready": "✓", "failed": "✗", "stalled": "…", "timeout": "⏱", "incomplete": "?"}
 MAX_CONFIG = 8
 MAX_EVIDENCE = 400
+MAX_STACK_LINES = 60
 # Configuration keys worth a glance first when a server prints dozens.
 KEY_CONFIG = ("model", "model_path", "model_id", "attention_backend", "tp_size",
               "tensor_parallel_size", "dtype", "quantization", "max_model_len",
@@ -56,3 +57,10 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
         console.print(Text(f"  ignored {len(verdict.benign)} benign line(s), e.g. line "
                            f"{first['lineno']} [{first['rule']}]: {first['line']}", "dim"),
                       overflow="ellipsis", no_wrap=True)
+    if verdict.stacks:
+        lines = verdict.stacks.splitlines()
+        console.print(Text("  where it waits (py-spy dump):", "bold"))
+        for line in lines[:MAX_STACK_LINES]:
+            console.print(Text(f"    {line}", "dim"), overflow="ellipsis", no_wrap=True)
+        if len(lines) > MAX_STACK_LINES:
+            console.print(Text(f"    … {len(lines) - MAX_STACK_LINES} more lines", "dim"))
