@@ -217,3 +217,47 @@ def test_phase_durations_follow_the_clock():
     run.log("[2025-01-01 00:00:00] Capture cuda graph begin.\n", at=38)
     v = run.log("[2025-01-01 00:00:00] The server is fired up and ready to roll!\n", at=133)
     assert v.phases == {"init": 5, "weights": 31, "kv_cache": 2, "cuda_graphs": 95, "serving": 0}
+
+
+def probe(status, generate=None, ready=False):
+    data = {"status": status, "ready": ready}
+    if generate is not None:
+        data["generate"] = generate
+    return Signal("probe", line="GET /health", data=data)
+
+
+def test_a_ready_line_waits_for_the_port_to_answer():
+    run = Run(confirm=2.0)
+    run.log(VLLM_START + VLLM_READY, at=1)
+    assert run.judge.decide(1.5) is None
+    run.judge.feed(probe(200), 1.6)
+    assert run.judge.decide(1.6).outcome == "ready"
+    late = Run(confirm=2.0)  # a port that never answers does not hold ready back for ever
+    late.log(VLLM_START + VLLM_READY, at=1)
+    assert late.judge.decide(3.1).outcome == "ready"
+
+
+def test_bind_failure_within_the_confirmation_window_is_failed():
+    run = Run(confirm=2.0)
+    run.log(VLLM_START + VLLM_READY, at=1)
+    run.judge.feed(probe(None), 1.2)
+    assert run.judge.decide(1.2) is None
+    assert run.exit(1, at=1.4).outcome == "failed"
+
+
+def test_probe_generate_holds_ready_until_a_token_comes_back():
+    run = Run(confirm=2.0, require_generate=True, stall=60)
+    run.log(VLLM_START + VLLM_READY, at=1)
+    run.judge.feed(probe(200, generate=503), 2)
+    assert run.judge.decide(30) is None
+    run.judge.feed(probe(200, generate=200, ready=True), 31)
+    assert run.judge.decide(31).outcome == "ready"
+
+
+def test_health_200_is_ready_where_the_family_says_so():
+    run = Run(server="llamacpp")
+    run.judge.feed(probe(503), 1)
+    assert run.judge.decide(1) is None
+    run.judge.feed(probe(200, ready=True), 2)
+    v = run.judge.decide(2)
+    assert v.outcome == "ready" and v.evidence == {"line": "GET /health", "lineno": 0}

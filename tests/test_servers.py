@@ -216,3 +216,10 @@ def test_vllm_compiling_silently_is_not_a_stall(tmp_path):
     """Without --enforce-eager vLLM compiles for tens of seconds without a line."""
     launched = launch(vllm(MODEL, free_port(), eager=False), tmp_path, stall=20)
     assert_stopped(launched)
+
+
+@need(TF)
+def test_tf_ready_with_a_one_token_probe(tmp_path):
+    launched = launch(tf(MODEL, free_port()), tmp_path, probe_generate=True)
+    assert launched.verdict.outcome == "ready"
+    assert_stopped(launched)

@@ -40,6 +40,8 @@ def _live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=_seconds, help="hard cap in seconds (default: none while it progresses)")
     p.add_argument("--grace", type=_seconds, default=30.0,
                    help="seconds a traceback gets for the process to exit or go on (default 30)")
+    p.add_argument("--probe-generate", action="store_true",
+                   help="ready only once a one-token completion succeeds (needs the URL)")
     p.add_argument("--json", action="store_true", help="JSON events, one a line; the verdict last")
 
 
@@ -116,7 +118,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     watch = Watch(log=None if args.target == "-" else args.target,
                   stream=sys.stdin.buffer if args.target == "-" else None, server=args.server,
                   pid=args.pid, url=args.url, stall=args.stall, timeout=args.timeout, grace=args.grace,
-                  sinks=sinks)
+                  sinks=sinks, probe_generate=args.probe_generate)
     try:
         verdict = watch.run()
     finally:
@@ -134,7 +136,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
     try:
         launched = start_and_watch(cmd, name=args.name, server=args.server, log=args.log, url=args.url,
                                    stall=args.stall, timeout=args.timeout, grace=args.grace,
-                                   kill_on_stall=args.kill_on_stall, sinks=sinks)
+                                   kill_on_stall=args.kill_on_stall, sinks=sinks,
+                                   probe_generate=args.probe_generate)
     except FileNotFoundError as e:
         raise InputError(f"cannot start {cmd[0]}: {e.strerror}") from None
     except ValueError as e:

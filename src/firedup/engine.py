@@ -51,7 +51,6 @@ class Engine:
         if server is not None and server not in self.ruleset.packs:
             raise ValueError(f"unknown server {server!r}")
         self.family = server
-        self._fixed = server is not None
         self._ready = False
         self.scanner = Scanner(self._stage())
         self.tracebacks = tracebacks.Assembler()

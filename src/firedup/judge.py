@@ -86,13 +86,16 @@ def _score(s: Signal) -> int:
 
 class Judge:
     def __init__(self, *, now: float = 0.0, stall: float | None = None, timeout: float | None = None,
-                 grace: float = 30.0, server: str | None = None, confirm: float | None = None):
+                 grace: float = 30.0, server: str | None = None, confirm: float | None = None,
+                 require_generate: bool = False):
         self.stall = stall
         self.timeout = timeout
         self.grace = grace
         # With a health probe, a ready line waits this long for the port to
         # answer (uvicorn says "startup complete" before it binds).
         self.confirm = confirm
+        # --probe-generate: ready only once a one-token completion succeeded.
+        self.require_generate = require_generate
         self.server = server
         self.started = now
         self._reset(now)
@@ -109,6 +112,7 @@ class Judge:
         self.ready: Signal | None = None
         self.ready_at = 0.0
         self.answered = False
+        self.generated = False
         self.fatal = False
         self.candidates: list[Signal] = []
         self.failure_phase: str | None = None
@@ -138,6 +142,7 @@ class Judge:
             return
         if kind == "probe":
             self.answered = self.answered or s.data["status"] is not None
+            self.generated = self.generated or s.data.get("generate") == 200
             if s.data.get("ready") and self.ready is None and not self.fatal:
                 self._set_ready(s, now)
             return
@@ -229,10 +234,10 @@ class Judge:
                 return None
             return self._failed(now)
         if self.ready is not None:
-            if self.confirm is not None and not self.answered and now - self.ready_at < self.confirm:
-                return None
-            return self._verdict("ready", now, self._evidence_of(self.ready))
-        if self.candidates and now - self.pending_since >= self.grace:
+            waiting_for_port = self.confirm is not None and not self.answered and now - self.ready_at < self.confirm
+            if not waiting_for_port and (self.generated or not self.require_generate):
+                return self._verdict("ready", now, self._evidence_of(self.ready))
+        elif self.candidates and now - self.pending_since >= self.grace:
             return self._failed(now)
         if self.timeout is not None and now - self.started >= self.timeout:
             return self._verdict("timeout", now, self._last_line())

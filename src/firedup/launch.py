@@ -64,7 +64,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
                     log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = 300.0,
                     timeout: float | None = None, grace: float = 30.0, kill_on_stall: bool = False,
                     env: Mapping[str, str] | None = None, sinks: Sequence[Any] = (),
-                    stop_grace: float = STOP_GRACE) -> Launched:
+                    stop_grace: float = STOP_GRACE, probe_generate: bool = False) -> Launched:
     """Start ``argv`` detached, watch it to a verdict, and stop it unless it is
     ready (or stalled, which is left running for inspection unless asked)."""
     argv = list(argv)
@@ -88,7 +88,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
                    started=time.time(), created=created)
     run.save()
     watch = Watch(log=str(log_path), offset=offset, server=family, exit_watch=ExitWatch(popen.pid, popen),
-                  url=url, stall=stall, timeout=timeout, grace=grace, sinks=sinks)
+                  url=url, stall=stall, timeout=timeout, grace=grace, sinks=sinks, probe_generate=probe_generate)
     try:
         verdict = watch.run()
     except BaseException:  # Ctrl-C, or firedup itself failing: no orphans holding GPUs

@@ -31,6 +31,7 @@ from .sources.procstat import TreeSampler
 
 SAMPLE_EVERY = 1.0
 POLL = 0.25  # the longest sleep: deadlines and polling fallback
+CONFIRM = 2.0  # how long a ready line waits for the port to answer
 STACK_DUMP_TIMEOUT = 20
 
 
@@ -39,14 +40,15 @@ class Watch:
                  pid: int | None = None, exit_watch: ExitWatch | None = None, url: str | None = None,
                  stall: float | None = 300.0, timeout: float | None = None, grace: float = 30.0,
                  sinks: Sequence[Any] = (), clock: Callable[[], float] = time.monotonic,
-                 offset: int = 0):
+                 offset: int = 0, probe_generate: bool = False):
         self.clock = clock
         self.started = clock()
         self.engine = Engine(server=server)
         self.ruleset = self.engine.ruleset
         self._stream_ready = False
         self.judge = Judge(now=self.started, stall=stall, timeout=timeout, grace=grace, server=server,
-                           confirm=2.0 if url else None)
+                           confirm=CONFIRM if url else None, require_generate=bool(url and probe_generate))
+        self.probe_generate = probe_generate
         self.follower = FileFollower(log, offset) if log else None
         self.stream = stream
         self.exit_watch = exit_watch or (ExitWatch(pid) if pid else None)
@@ -77,7 +79,7 @@ class Watch:
         if self.exit_watch is not None:
             sel.register(self.exit_watch, selectors.EVENT_READ)
         if self.url:
-            self.prober = Prober(self.url, self._health_path())
+            self.prober = Prober(self.url, self._health_path(), generate=self.probe_generate)
             sel.register(self.prober, selectors.EVENT_READ)
             self.prober.start()
         self._emit(0.0, "start", server=self.engine.family, log=self.follower.path if self.follower else "-",
@@ -122,6 +124,8 @@ class Watch:
                 threading.Thread(target=notify.close, daemon=True).start()
             if self.prober is not None:
                 self.prober.close()
+            if self.exit_watch is not None:
+                self.exit_watch.close()
 
     def _read(self, now: float) -> None:
         if self.follower is not None:
@@ -149,9 +153,13 @@ class Watch:
         family = self.engine.family
         pack = self.ruleset.packs.get(family) if family else None
         ready_by_health = pack.health_ready if pack else True
-        for status in self.prober.results():
-            self.judge.feed(Signal("probe", line=f"GET {self.prober.url} -> {status}",
-                                   data={"status": status, "ready": status == 200 and ready_by_health}), now)
+        for result in self.prober.results():
+            status, generate = result["status"], result.get("generate")
+            line = f"GET {self.prober.url} -> {status}"
+            if self.probe_generate:
+                line += f", POST /v1/completions (1 token) -> {generate}"
+            ready = status == 200 and ready_by_health and (generate == 200 or not self.probe_generate)
+            self.judge.feed(Signal("probe", line=line, data={**result, "ready": ready}), now)
 
     # -- events for the sinks ------------------------------------------------
 

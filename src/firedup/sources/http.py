@@ -1,8 +1,12 @@
-"""HTTP health probes, run in a thread so that a slow answer never delays reading the log."""
+"""HTTP health probes, run in a thread so that a slow answer never delays reading the log.
+
+With ``generate``, a healthy server is also asked for a one-token completion
+(the model named by its /v1/models): ready means it can generate."""
 
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import queue
 import threading
@@ -12,7 +16,7 @@ from urllib.parse import urlsplit
 
 class Prober:
     def __init__(self, url: str, path: str = "/health", interval: float = 0.5, timeout: float = 2.0,
-                 fallback: str | None = "/v1/models"):
+                 fallback: str | None = "/v1/models", generate: bool = False):
         parts = urlsplit(url if "//" in url else f"http://{url}")
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -20,6 +24,7 @@ class Prober:
         self.path = path
         self.base = f"{parts.scheme or 'http'}://{parts.netloc}"
         self.fallback = fallback  # servers without the health path (llama-cpp-python) answer 404 there
+        self.generate = generate
         self.interval = interval
         self.timeout = timeout
         self._results: queue.SimpleQueue = queue.SimpleQueue()
@@ -38,20 +43,40 @@ class Prober:
     def start(self) -> None:
         self._thread.start()
 
-    def get(self) -> int | None:
-        """One probe: the HTTP status, or None when nothing answers."""
+    def _request(self, method: str, path: str, body: dict | None = None) -> tuple[int | None, bytes]:
         cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
         conn = cls(self.host, self.port, timeout=self.timeout)
         try:
-            conn.request("GET", self.path)
-            status = conn.getresponse().status
-            if status == 404 and self.fallback:
-                self.path, self.fallback = self.fallback, None
-            return status
+            payload = json.dumps(body).encode() if body is not None else None
+            conn.request(method, path, body=payload, headers={"Content-Type": "application/json"} if body else {})
+            response = conn.getresponse()
+            return response.status, response.read()
         except (OSError, http.client.HTTPException):
-            return None
+            return None, b""
         finally:
             conn.close()
+
+    def get(self) -> dict[str, int | None]:
+        """One probe: the health status (None when nothing answers) and, when
+        asked for, the status of a one-token completion."""
+        status, _ = self._request("GET", self.path)
+        if status == 404 and self.fallback:
+            self.path, self.fallback = self.fallback, None
+        result: dict[str, int | None] = {"status": status}
+        if self.generate and status == 200:
+            result["generate"] = self._generate()
+        return result
+
+    def _generate(self) -> int | None:
+        status, body = self._request("GET", "/v1/models")
+        try:
+            model = json.loads(body)["data"][0]["id"] if status == 200 else None
+        except (ValueError, KeyError, IndexError, TypeError):
+            model = None
+        if model is None:
+            return status
+        status, _ = self._request("POST", "/v1/completions", {"model": model, "prompt": "Hello", "max_tokens": 1})
+        return status
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -63,7 +88,7 @@ class Prober:
                 return
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
-    def results(self) -> list[int | None]:
+    def results(self) -> list[dict[str, int | None]]:
         try:
             os.read(self._wake_r, 4096)
         except BlockingIOError:
