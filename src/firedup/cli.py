@@ -6,18 +6,20 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 
 from rich.console import Console
 
 from . import __version__, runs
 from .diagnose import InputError, diagnose
-from .launch import start_and_watch
+from .judge import Verdict
+from .launch import start_and_watch, start_remote, stop_remote
 from .rules import FAMILIES, RuleError
 from .sinks import summary
 from .sinks.events import JsonEvents
 from .sinks.live import LiveView, PlainView
-from .sources import process
+from .sources import process, ssh
 from .sources.file import FileFollower
 from .watch import Watch
 
@@ -45,6 +47,11 @@ def _live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="JSON events, one a line; the verdict last")
 
 
+def _ssh_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ssh-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for ssh (repeatable; also FIREDUP_SSH_ARGS, e.g. '-F /path/config')")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="firedup", description="Start, watch and diagnose LLM inference servers.")
     parser.add_argument("--version", action="version", version=f"firedup {__version__}")
@@ -60,9 +67,13 @@ def _parser() -> argparse.ArgumentParser:
     w = sub.add_parser("watch", help="follow a server's log live until it is ready, failed or stalled",
                        description="Follow a log (tail -F: waits for it, follows rotation) or - (standard input) "
                                    "to a verdict. Exit code: 0 ready, 1 failed, 2 bad input, 3 stalled, 4 timeout.")
-    w.add_argument("target", help="log file, or - for standard input")
-    w.add_argument("--pid", type=int, help="also watch this process: its exit and its process tree's activity")
+    w.add_argument("targets", nargs="+", metavar="target",
+                   help="log file, ssh://[user@]host[:port]/abs/path, or - for standard input; several at once")
+    w.add_argument("--pid", type=int, help="also watch this process (local or on the remote host of the target)")
+    w.add_argument("--all", action="store_true",
+                   help="one multi-node server: ready when every target is, failed as soon as one fails")
     _live_options(w)
+    _ssh_options(w)
 
     la = sub.add_parser("launch", help="start a server and follow it to a verdict",
                         description="Start CMD detached (own session, output to a log file), follow it live, "
@@ -73,12 +84,15 @@ def _parser() -> argparse.ArgumentParser:
     la.add_argument("--log", help="log file (default: under ~/.local/state/firedup/logs)")
     la.add_argument("--attach", action="store_true", help="after ready, stay and stream the log; Ctrl-C stops it")
     la.add_argument("--kill-on-stall", action="store_true", help="stop a stalled server too")
+    la.add_argument("--host", help="[user@]host[:port]: start it there over SSH (it survives the connection)")
     _live_options(la)
+    _ssh_options(la)
     la.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command line")
 
     st = sub.add_parser("stop", help="stop a server started by firedup launch (SIGTERM, then SIGKILL)")
     st.add_argument("name")
     st.add_argument("--grace", type=_seconds, default=15.0, help="seconds between SIGTERM and SIGKILL")
+    _ssh_options(st)
 
     ps = sub.add_parser("ps", help="list servers started by firedup launch")
     ps.add_argument("--json", action="store_true")
@@ -108,23 +122,114 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return verdict.code
 
 
-def cmd_watch(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+def _watch_for(target: str, args: argparse.Namespace, sinks: list, cancel=None) -> Watch:
+    remote = ssh.parse_target(target)
+    if remote is not None:
+        host, path = remote
+        source = ssh.RemoteSource(host, path, pid=args.pid, url=args.url, ssh_args=args.ssh_arg)
+        return Watch(remote=source, server=args.server, stall=args.stall, timeout=args.timeout,
+                     grace=args.grace, sinks=sinks, cancel=cancel)
     if args.pid is not None and not process.pid_exists(args.pid):
         raise InputError(f"no process {args.pid}")
-    if args.target != "-" and os.path.isdir(args.target):
-        raise InputError(f"cannot watch {args.target}: is a directory")
-    sinks = _sinks(args, console, f"watch {args.target}")
-    watch = Watch(log=None if args.target == "-" else args.target,
-                  stream=sys.stdin.buffer if args.target == "-" else None, server=args.server,
-                  pid=args.pid, url=args.url, stall=args.stall, timeout=args.timeout, grace=args.grace,
-                  sinks=sinks, probe_generate=args.probe_generate)
+    if target != "-" and os.path.isdir(target):
+        raise InputError(f"cannot watch {target}: is a directory")
+    return Watch(log=None if target == "-" else target, stream=sys.stdin.buffer if target == "-" else None,
+                 server=args.server, pid=args.pid, url=args.url, stall=args.stall, timeout=args.timeout,
+                 grace=args.grace, sinks=sinks, probe_generate=args.probe_generate, cancel=cancel)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    if len(args.targets) > 1:
+        return _watch_many(args, console)
+    target = args.targets[0]
+    sinks = _sinks(args, console, f"watch {target}")
+    watch = _watch_for(target, args, sinks)
     try:
         verdict = watch.run()
     finally:
         for sink in sinks:
             sink.close()
+        if watch.remote is not None:
+            watch.remote.close()
     return _finish(sinks, verdict)
+
+
+SEVERITY = ("failed", "stalled", "timeout", "incomplete", "ready")
+
+
+def _watch_many(args: argparse.Namespace, console: Console) -> int:
+    """Several targets at once, one thread each: a verdict per target, then the overall one."""
+    if args.pid is not None or "-" in args.targets:
+        raise InputError("--pid and - (standard input) go with a single target")
+    cancel = threading.Event()
+    base = JsonEvents() if args.json else PlainView(console)
+    watches = {t: _watch_for(t, args, [Labelled(base, t)], cancel) for t in args.targets}
+    verdicts: dict[str, Verdict | None] = {}
+    errors: dict[str, str] = {}
+
+    def run(target: str, watch: Watch) -> None:
+        try:
+            verdicts[target] = watch.run()
+        except (InputError, ssh.SSHError) as e:
+            errors[target] = str(e)
+            verdicts[target] = None
+            cancel.set()
+        finally:
+            if watch.remote is not None:
+                watch.remote.close()
+        if args.all and verdicts[target] is not None and verdicts[target].outcome != "ready":
+            cancel.set()  # one node failing fails the server
+
+    threads = [threading.Thread(target=run, args=item, daemon=True) for item in watches.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise InputError("; ".join(f"{t}: {e}" for t, e in errors.items()))
+    done = {t: v for t, v in verdicts.items() if v is not None}
+    for target, verdict in done.items():
+        Labelled(base, target).verdict(verdict)
+    worst_target, worst = min(done.items(), key=lambda item: SEVERITY.index(item[1].outcome))
+    overall = worst.outcome
+    if args.json:
+        print(json.dumps({"event": "overall", "outcome": overall, "target": worst_target,
+                          "targets": {t: v.outcome for t, v in verdicts.items() if v}}))
+    else:
+        names = ", ".join(f"{t}: {v.outcome}" for t, v in done.items())
+        cancelled = [t for t, v in verdicts.items() if v is None]
+        tail = f" (stopped watching {', '.join(cancelled)})" if cancelled else ""
+        blame = "" if overall == "ready" else f" because of {worst_target}"
+        console.print(f"overall: {overall}{blame}  [{names}]{tail}")
+    return worst.code
+
+
+class Labelled:
+    """A sink for one of several targets: its events and verdict carry its name."""
+
+    def __init__(self, sink, target: str):
+        self.sink = sink
+        self.target = target
+
+    def event(self, t: float, name: str, **fields) -> None:
+        if isinstance(self.sink, JsonEvents):
+            self.sink.event(t, name, target=self.target, **fields)
+        else:
+            self.sink.event(t, f"{self.target} {name}", **fields)
+
+    def update(self, view: dict) -> None:
+        pass
+
+    def verdict(self, verdict: Verdict, note: str | None = None) -> None:
+        if isinstance(self.sink, JsonEvents):
+            self.sink.event(verdict.elapsed, verdict.outcome, target=self.target, **verdict.to_dict())
+        else:
+            self.sink.console.print(f"{self.target}:")
+            self.sink.verdict(verdict, note)
+
+    def close(self) -> None:
+        pass
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -133,6 +238,16 @@ def cmd_launch(args: argparse.Namespace) -> int:
         raise InputError("launch needs a command: firedup launch [options] -- CMD ...")
     console = Console(highlight=False)
     sinks = _sinks(args, console, f"launch {os.path.basename(cmd[0])}")
+    if args.host:
+        try:
+            _, verdict, note = start_remote(ssh.Host.parse(args.host), cmd, name=args.name, server=args.server,
+                                            url=args.url, stall=args.stall, timeout=args.timeout,
+                                            grace=args.grace, kill_on_stall=args.kill_on_stall, sinks=sinks,
+                                            ssh_args=args.ssh_arg)
+        finally:
+            for sink in sinks:
+                sink.close()
+        return _finish(sinks, verdict, note)
     try:
         launched = start_and_watch(cmd, name=args.name, server=args.server, log=args.log, url=args.url,
                                    stall=args.stall, timeout=args.timeout, grace=args.grace,
@@ -169,6 +284,9 @@ def _attach(launched, console: Console) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     run = runs.load(args.name)
+    if run.host:
+        print(f"{run.name} on {run.host}: {stop_remote(run, args.grace, args.ssh_arg)}")
+        return 0
     if not run.alive():
         print(f"{run.name} is not running")
         return 0
@@ -177,14 +295,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_ps(args: argparse.Namespace) -> int:
-    rows = [{"name": r.name, "pid": r.pid, "alive": r.alive(), "server": r.server, "url": r.url,
+    rows = [{"name": r.name, "host": r.host, "pid": r.pid, "alive": r.alive(), "server": r.server, "url": r.url,
              "log": r.log, "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
              "cmd": " ".join(r.argv)} for r in runs.all_runs()]
     if args.json:
         print(json.dumps(rows))
         return 0
     for r in rows:
-        state = "running" if r["alive"] else "exited "
+        state = {True: "running", False: "exited ", None: "remote "}[r["alive"]]
         print(f"{r['name']:<32} {state} pid {r['pid']:<8} {r['server'] or '-':<12} {r['url'] or '-':<24} {r['cmd']}")
     return 0
 
@@ -196,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (InputError, RuleError, LookupError) as e:
+    except (InputError, RuleError, LookupError, ssh.SSHError, ValueError) as e:
         print(f"firedup: {e}", file=sys.stderr)
         return USAGE_ERROR
 

@@ -4,6 +4,7 @@ stop or hand it over accordingly."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from typing import Any
 import psutil
 
 from . import rules, runs
+from .sources import ssh
 from .judge import Verdict
 from .sources import process
 from .sources.process import ExitWatch
@@ -71,7 +73,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     family = server or rules.load().detect_command(argv)
     name = name or runs.default_name(argv, family)
     try:
-        if runs.load(name).alive():
+        if runs.load(name).alive() is True:
             raise ValueError(f"a server named {name!r} is still running (firedup stop {name})")
     except LookupError:
         pass
@@ -104,3 +106,53 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
         how = process.stop_group(popen.pid, stop_grace, popen)
         note = f"stopped the server's process group ({how})"
     return Launched(run, popen, verdict, note)
+
+
+def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None, server: str | None = None,
+                 url: str | None = None, stall: float | None = 300.0, timeout: float | None = None,
+                 grace: float = 30.0, kill_on_stall: bool = False, sinks: Sequence[Any] = (),
+                 stop_grace: float = STOP_GRACE, ssh_args: Sequence[str] = ()) -> tuple[runs.Run, Verdict, str]:
+    """Start ``argv`` on ``host`` with setsid and its output in a remote log, so
+    that it survives the SSH connection; watch it over that one connection."""
+    argv = list(argv)
+    family = server or rules.load().detect_command(argv)
+    name = name or runs.default_name(argv, family)
+    log = f"{ssh.REMOTE_STATE}/logs/{name}.log"
+    url = url or derive_url(argv, family)
+    health = rules.load().packs[family].health if family else "/health"
+    remote = ssh.RemoteSource(host, log, launch=argv, url=f"{url}{health}" if url else None, ssh_args=list(ssh_args))
+    watch = Watch(remote=remote, server=family, stall=stall, timeout=timeout, grace=grace, sinks=sinks)
+    try:
+        verdict = watch.run()
+    except BaseException:
+        remote.stop_server(stop_grace)
+        remote.close()
+        raise
+    run = runs.Run(name=name, pid=remote.pid or 0, argv=argv, log=log, url=url, server=family,
+                   started=time.time(), created=0.0, host=str(host))
+    run.save()
+    if verdict.outcome == "ready" or (verdict.outcome == "stalled" and not kill_on_stall):
+        remote.disconnect()
+        state = "running" if verdict.outcome == "ready" else "left running for inspection"
+        note = f"{state} on {host}: pid {remote.pid}, log {log}; stop it with: firedup stop {name}"
+    else:
+        remote.stop_server(stop_grace)
+        deadline = time.monotonic() + stop_grace + 5
+        while not remote.exited and remote.connected and time.monotonic() < deadline:
+            remote.events()
+            time.sleep(0.05)
+        remote.close()
+        note = f"stopped the server's process group on {host}"
+    return run, verdict, note
+
+
+def stop_remote(run: runs.Run, grace: float, ssh_args: Sequence[str] = ()) -> str:
+    """SIGTERM, then SIGKILL after ``grace``, the remote server's process group."""
+    script = (f"kill -TERM -- -{run.pid} 2>/dev/null || {{ echo gone; exit 0; }}; "
+              f"for i in $(seq {int(grace * 10)}); do kill -0 -- -{run.pid} 2>/dev/null || {{ echo terminated; exit 0; }}; "
+              f"sleep 0.1; done; kill -KILL -- -{run.pid} 2>/dev/null; echo killed")
+    out = subprocess.run(ssh.ssh_command(ssh.Host.parse(run.host), ["sh", "-c", script], list(ssh_args)),
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise ssh.SSHError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"ssh exited {out.returncode}")
+    return out.stdout.strip()

@@ -28,6 +28,7 @@ class Run:
     server: str | None
     started: float  # epoch seconds
     created: float  # the process's own start time: tells a reused pid apart
+    host: str | None = None  # [user@]host[:port] for a server launched over SSH
 
     @property
     def record(self) -> Path:
@@ -39,7 +40,10 @@ class Run:
         tmp.write_text(json.dumps(asdict(self), indent=1))
         os.replace(tmp, self.record)
 
-    def alive(self) -> bool:
+    def alive(self) -> bool | None:
+        """Whether it still runs (None: on a remote host, not asked)."""
+        if self.host:
+            return None
         try:
             return abs(psutil.Process(self.pid).create_time() - self.created) < 1.0
         except psutil.Error:

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 
 import os
 
+from .diagnose import InputError
 from .engine import Engine
 from .judge import Judge, Verdict
 from .signals import Signal
@@ -27,7 +28,8 @@ from .sources import inotify
 from .sources.file import FileFollower
 from .sources.http import Prober
 from .sources.process import ExitWatch
-from .sources.procstat import TreeSampler
+from .sources.procstat import TreeSampler, working
+from .sources.ssh import RemoteSource
 
 SAMPLE_EVERY = 1.0
 POLL = 0.25  # the longest sleep: deadlines and polling fallback
@@ -40,15 +42,20 @@ class Watch:
                  pid: int | None = None, exit_watch: ExitWatch | None = None, url: str | None = None,
                  stall: float | None = 300.0, timeout: float | None = None, grace: float = 30.0,
                  sinks: Sequence[Any] = (), clock: Callable[[], float] = time.monotonic,
-                 offset: int = 0, probe_generate: bool = False):
+                 offset: int = 0, probe_generate: bool = False, remote: RemoteSource | None = None,
+                 cancel: threading.Event | None = None):
         self.clock = clock
         self.started = clock()
         self.engine = Engine(server=server)
         self.ruleset = self.engine.ruleset
         self._stream_ready = False
         self.judge = Judge(now=self.started, stall=stall, timeout=timeout, grace=grace, server=server,
-                           confirm=CONFIRM if url else None, require_generate=bool(url and probe_generate))
+                           confirm=CONFIRM if url or (remote and remote.url) else None,
+                           require_generate=bool(url and probe_generate))
         self.probe_generate = probe_generate
+        self.remote = remote
+        self.cancel = cancel
+        self._remote_sample: dict[str, Any] | None = None
         self.follower = FileFollower(log, offset) if log else None
         self.stream = stream
         self.exit_watch = exit_watch or (ExitWatch(pid) if pid else None)
@@ -63,7 +70,8 @@ class Watch:
 
     # -- the loop ------------------------------------------------------------
 
-    def run(self) -> Verdict:
+    def run(self) -> Verdict | None:
+        """Follow to the verdict (None only when ``cancel`` was set)."""
         sel = selectors.DefaultSelector()
         notify = None
         if self.follower is not None and inotify.available():
@@ -82,13 +90,25 @@ class Watch:
             self.prober = Prober(self.url, self._health_path(), generate=self.probe_generate)
             sel.register(self.prober, selectors.EVENT_READ)
             self.prober.start()
-        self._emit(0.0, "start", server=self.engine.family, log=self.follower.path if self.follower else "-",
+        log = self.follower.path if self.follower else f"ssh://{self.remote.host}{self.remote.path}" if self.remote else "-"
+        self._emit(0.0, "start", server=self.engine.family, log=log,
                    pid=self.exit_watch.pid if self.exit_watch else None, url=self.prober.url if self.prober else None)
         next_sample = self.started
+        remote_fd = -1
         try:
             while True:
+                if self.cancel is not None and self.cancel.is_set():
+                    return None
                 now = self.clock()
                 self._read(now)
+                if self.remote is not None:
+                    self._remote_events(now)
+                    if self.remote.fileno() != remote_fd:  # reconnected: a new pipe
+                        if remote_fd >= 0:
+                            sel.unregister(remote_fd)
+                        remote_fd = self.remote.fileno()
+                        if remote_fd >= 0:
+                            sel.register(remote_fd, selectors.EVENT_READ)
                 if self.prober is not None:
                     self._probes(now)
                 if self.sampler is not None and now >= next_sample:
@@ -104,7 +124,7 @@ class Watch:
                         self.judge.feed(Signal("exit", data={"code": code}), now)
                         self._emit(now - self.started, "exit", code=code)
                 verdict = self.judge.decide(now)
-                if verdict is None and self.follower is None and self.stream is None and self.exit_watch is None:
+                if verdict is None and not (self.follower or self.stream or self.exit_watch or self.remote):
                     verdict = self.judge.finish(now)  # standard input ended, nothing else to wait for
                 if verdict is not None:
                     if verdict.outcome == "stalled" and self.exit_watch is not None:
@@ -150,16 +170,38 @@ class Watch:
         return pack.health if pack and pack.health else "/health"
 
     def _probes(self, now: float) -> None:
+        for result in self.prober.results():
+            self._probe(result, self.prober.url, now)
+
+    def _probe(self, result: dict[str, Any], url: str, now: float) -> None:
         family = self.engine.family
         pack = self.ruleset.packs.get(family) if family else None
         ready_by_health = pack.health_ready if pack else True
-        for result in self.prober.results():
-            status, generate = result["status"], result.get("generate")
-            line = f"GET {self.prober.url} -> {status}"
-            if self.probe_generate:
-                line += f", POST /v1/completions (1 token) -> {generate}"
-            ready = status == 200 and ready_by_health and (generate == 200 or not self.probe_generate)
-            self.judge.feed(Signal("probe", line=line, data={**result, "ready": ready}), now)
+        status, generate = result["status"], result.get("generate")
+        line = f"GET {url} -> {status}"
+        if self.probe_generate:
+            line += f", POST /v1/completions (1 token) -> {generate}"
+        ready = status == 200 and ready_by_health and (generate == 200 or not self.probe_generate)
+        self.judge.feed(Signal("probe", line=line, data={**result, "ready": ready}), now)
+
+    def _remote_events(self, now: float) -> None:
+        for kind, payload in self.remote.events():
+            if kind == "log":
+                self._feed(self.engine.feed(payload), now)
+            elif kind == "evidence":
+                if working(self._remote_sample, payload):
+                    self.judge.feed(Signal("evidence", data=payload), now)
+                self._remote_sample = payload
+            elif kind == "exit" and self.judge.exit_code is None:
+                self._close_input(now)
+                self.judge.feed(Signal("exit", data={"code": payload}), now)
+                self._emit(now - self.started, "exit", code=payload)
+            elif kind == "probe":
+                self._probe(payload, self.remote.url, now)
+            elif kind == "error":
+                raise InputError(payload)
+            elif kind in ("disconnected", "started"):
+                self._emit(now - self.started, kind, detail=payload)
 
     # -- events for the sinks ------------------------------------------------
 

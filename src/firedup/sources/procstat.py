@@ -49,13 +49,16 @@ class TreeSampler:
         """A sample when it shows the tree working since the last one, else None."""
         now = self.sample()
         last, self._last = self._last, now
-        if now is None or last is None:
-            return None
-        if (now["pids"] != last["pids"] or abs(now["rss"] - last["rss"]) >= MIN_RSS_CHANGE
-                or now["read"] - last["read"] >= MIN_IO_CHANGE or now["write"] - last["write"] >= MIN_IO_CHANGE
-                or abs((now["gpu"] or 0) - (last["gpu"] or 0)) >= MIN_RSS_CHANGE):
-            return now
-        return None
+        return now if working(last, now) else None
+
+
+def working(last: dict[str, Any] | None, now: dict[str, Any] | None) -> bool:
+    """Whether two samples of a process tree show it doing something."""
+    if now is None or last is None:
+        return False
+    return (now["pids"] != last["pids"] or abs(now["rss"] - last["rss"]) >= MIN_RSS_CHANGE
+            or now["read"] - last["read"] >= MIN_IO_CHANGE or now["write"] - last["write"] >= MIN_IO_CHANGE
+            or abs((now["gpu"] or 0) - (last["gpu"] or 0)) >= MIN_RSS_CHANGE)
 
 
 

@@ -1,0 +1,201 @@
+"""Runs on the remote host, at the other end of firedup's one SSH connection,
+under the host's own python3 (standard library only). Follows a log from a
+byte offset like tail -F, reports the watched process tree's liveness and
+activity, probes the server's health endpoint from the remote side, and can
+launch the server (detached, so that it survives the connection) and stop it.
+
+Output: one record a line, "<kind> <payload>":
+  O <inode> <offset>     the log is open at this inode, data follows from offset
+  L <base64>             log bytes
+  P <json>               process tree sample (pids, rss, read, write, gpu)
+  X <code>               the process ended (-255: not our child, status unknown)
+  H <json>               health probe result {"status": 200 | null}
+  S <pid>                the server this agent launched
+  E <message>            an error firedup should report
+  T                      heartbeat (every 2 s)
+Input: "K <grace>" stops the launched (or watched) process group.
+"""
+
+import base64
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+POLL = 0.02
+CHUNK = 1 << 20
+
+
+def emit(kind, payload=b""):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    sys.stdout.buffer.write(kind.encode() + b" " + payload + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def tree(pid):
+    """pid and its descendants, from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def sample(pid):
+    rss = read = write = 0
+    pids = tree(pid)
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                rss += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{p}/io") as f:
+                io = dict(line.split(": ") for line in f.read().splitlines())
+                read += int(io.get("rchar", 0))
+                write += int(io.get("wchar", 0))
+        except (OSError, ValueError):
+            continue
+    return {"pids": sorted(pids), "rss": rss, "read": read, "write": write, "gpu": gpu_memory(set(pids))}
+
+
+def gpu_memory(pids):
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    used = 0
+    for line in out.splitlines():
+        try:
+            p, mib = (int(x) for x in line.split(","))
+        except ValueError:
+            continue
+        if p in pids:
+            used += mib << 20
+    return used
+
+
+def ended(pid, child):
+    if child is not None:
+        return child.poll()
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return -255 if f.read().rsplit(")", 1)[1].split()[0] == "Z" else None
+    except OSError:
+        return -255
+
+
+def probe(url):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (OSError, ValueError):
+        return None
+
+
+def stop(pgid, grace):
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+        deadline = time.time() + grace
+        while time.time() < deadline:
+            os.killpg(pgid, 0)
+            time.sleep(0.05)
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def main():
+    args = json.loads(base64.b64decode(sys.argv[1]))
+    path, offset, inode = args.get("path"), args.get("offset", 0), args.get("inode")
+    pid, child = args.get("pid"), None
+    if args.get("launch"):
+        path = os.path.expanduser(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "ab") as log:
+            child = subprocess.Popen(args["launch"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True, cwd=os.path.expanduser("~"))
+        pid = child.pid
+        emit("S", str(pid))
+    f, last_sample, last_probe, last_beat = None, 0.0, 0.0, 0.0
+    exit_code = None
+    while True:
+        now = time.time()
+        if f is None:
+            try:
+                f = open(path, "rb")
+                st = os.fstat(f.fileno())
+                if inode is not None and st.st_ino != inode:
+                    offset = 0  # rotated while we were away: the new file from its start
+                inode = st.st_ino
+                f.seek(min(offset, st.st_size))
+                offset = f.tell()
+                emit("O", f"{inode} {offset}")
+            except FileNotFoundError:
+                pass
+            except PermissionError as e:
+                emit("E", f"cannot read {path}: {e.strerror}")
+                return 2
+        if f is not None:
+            while True:
+                data = f.read(CHUNK)
+                if not data:
+                    break
+                offset += len(data)
+                emit("L", base64.b64encode(data))
+            try:
+                st = os.stat(path)
+                if st.st_ino != inode:
+                    f.close()
+                    f, offset = None, 0
+                    continue
+                if st.st_size < offset:
+                    f.seek(0)
+                    offset = 0
+                    emit("O", f"{inode} 0")
+            except FileNotFoundError:
+                pass
+        if pid and exit_code is None and now - last_sample >= 1.0:
+            last_sample = now
+            emit("P", json.dumps(sample(pid)))
+        if pid and exit_code is None:
+            exit_code = ended(pid, child)
+            if exit_code is not None:
+                if f is not None:
+                    data = f.read()
+                    if data:
+                        emit("L", base64.b64encode(data))
+                emit("X", str(exit_code))
+        if args.get("url") and now - last_probe >= 0.5:
+            last_probe = now
+            emit("H", json.dumps({"status": probe(args["url"])}))
+        if now - last_beat >= 2.0:
+            last_beat = now
+            emit("T")
+        readable, _, _ = select.select([sys.stdin], [], [], POLL)
+        if readable:
+            command = sys.stdin.readline()
+            if not command:
+                return 0  # firedup went away; a launched server stays
+            if command.startswith("K") and pid:
+                stop(pid, float(command.split()[1]))
+
+
+sys.exit(main())
