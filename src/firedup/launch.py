@@ -146,13 +146,33 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
     return run, verdict, note
 
 
+_STOP_SCRIPT = """
+import os, signal, sys, time
+pgid, grace = int(sys.argv[1]), float(sys.argv[2])
+def alive():
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+if not alive():
+    print("gone"); sys.exit()
+os.killpg(pgid, signal.SIGTERM)
+deadline = time.time() + grace
+while time.time() < deadline:
+    if not alive():
+        print("terminated"); sys.exit()
+    time.sleep(0.1)
+os.killpg(pgid, signal.SIGKILL)
+print("killed")
+"""
+
+
 def stop_remote(run: runs.Run, grace: float, ssh_args: Sequence[str] = ()) -> str:
     """SIGTERM, then SIGKILL after ``grace``, the remote server's process group."""
-    script = (f"kill -TERM -- -{run.pid} 2>/dev/null || {{ echo gone; exit 0; }}; "
-              f"for i in $(seq {int(grace * 10)}); do kill -0 -- -{run.pid} 2>/dev/null || {{ echo terminated; exit 0; }}; "
-              f"sleep 0.1; done; kill -KILL -- -{run.pid} 2>/dev/null; echo killed")
-    out = subprocess.run(ssh.ssh_command(ssh.Host.parse(run.host), ["sh", "-c", script], list(ssh_args)),
-                         capture_output=True, text=True)
+    argv = ssh.ssh_command(ssh.Host.parse(run.host), ["python3", "-c", _STOP_SCRIPT, str(run.pid), str(grace)],
+                           list(ssh_args))
+    out = subprocess.run(argv, capture_output=True, text=True)
     if out.returncode != 0:
         raise ssh.SSHError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"ssh exited {out.returncode}")
     return out.stdout.strip()

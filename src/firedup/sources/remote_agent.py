@@ -150,8 +150,8 @@ def main():
                 emit("O", f"{inode} {offset}")
             except FileNotFoundError:
                 pass
-            except PermissionError as e:
-                emit("E", f"cannot read {path}: {e.strerror}")
+            except OSError as e:  # permission denied, a directory, ...
+                emit("E", f"cannot read {path} on this host: {e.strerror}")
                 return 2
         if f is not None:
             while True:

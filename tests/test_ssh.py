@@ -1,0 +1,164 @@
+"""Remote targets through a real OpenSSH server started on 127.0.0.1 with a
+throw-away host key and user key (FIREDUP_SSH_ARGS points ssh at its config)."""
+
+import json
+import os
+import shutil
+import threading
+import time
+
+import pytest
+
+from firedup.launch import start_remote, stop_remote
+from firedup.sources.ssh import Host, RemoteSource
+from firedup.watch import Watch
+
+from .conftest import run_cli
+from .sshd import SSHD, Sshd
+from .test_servers import MODEL, TF, free_port, need
+
+ARGS = "[2025-04-09 05:05:03] server_args=ServerArgs(model_path='m', attention_backend='triton')\n"
+READY = "[2025-04-09 05:05:21] The server is fired up and ready to roll!\n"
+
+if not os.path.exists(SSHD):
+    if os.environ.get("CI"):
+        raise RuntimeError("CI must run the SSH tests, but sshd is missing (apt-get install openssh-server)")
+    pytest.skip("sshd is not installed (apt-get install openssh-server)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    server = Sshd(tmp_path_factory.mktemp("sshd")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def ssh_env(sshd, monkeypatch, tmp_path):
+    monkeypatch.setenv("FIREDUP_SSH_ARGS", f"-F {sshd.config}")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+def append_later(path, text, delay):
+    def write():
+        time.sleep(delay)
+        with open(path, "a") as f:
+            f.write(text)
+    t = threading.Thread(target=write)
+    t.start()
+    return t
+
+
+def test_watch_a_remote_log_to_ready_over_one_connection(sshd, tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(ARGS)
+    writer = append_later(log, READY, 1.0)
+    source = RemoteSource(Host.parse("testhost"), str(log))
+    try:
+        watch = Watch(remote=source, stall=30)
+        verdict = watch.run()
+        assert len(sshd.children()) == 1
+    finally:
+        source.close()
+    writer.join()
+    assert verdict.outcome == "ready" and verdict.server == "sglang"
+    assert verdict.config["attention_backend"] == "triton"
+    assert source.connects == 1
+
+
+def test_remote_failure_with_cause_from_the_cli(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(ARGS + "RuntimeError: CRITICAL WARNING: PyTorch 2.9.1 & CuDNN Compatibility Issue Detected\n")
+    proc = run_cli("watch", "--json", f"ssh://testhost{log}")
+    verdict = json.loads(proc.stdout.decode().splitlines()[-1])
+    assert proc.returncode == 1 and verdict["cause"] == "cudnn_version"
+    assert "SGLANG_DISABLE_CUDNN_CHECK" in verdict["remedy"]
+
+
+def test_connection_killed_mid_watch_resumes_without_losing_or_repeating_a_line(sshd, tmp_path):
+    log = tmp_path / "server.log"
+    lines = [f"line {i}\n" for i in range(3000)]
+
+    def writer():
+        with open(log, "w") as f:
+            for i, line in enumerate(lines):
+                f.write(line)
+                f.flush()
+                if i % 100 == 0:
+                    time.sleep(0.05)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    source = RemoteSource(Host.parse("testhost"), str(log))
+    received = b""
+    killed = 0
+    deadline = time.monotonic() + 60
+    try:
+        while received.count(b"\n") < len(lines) and time.monotonic() < deadline:
+            for kind, payload in source.events():
+                if kind == "log":
+                    received += payload
+            if not killed and received.count(b"\n") > 500:
+                for child in sshd.children():  # sshd's process for this connection
+                    os.kill(child, 9)
+                killed = 1
+            time.sleep(0.01)
+    finally:
+        source.close()
+        t.join()
+    assert killed and source.connects >= 2
+    assert received.decode() == "".join(lines)
+
+
+def test_path_missing_waits_like_a_local_file_until_the_stall_window(tmp_path):
+    source = RemoteSource(Host.parse("testhost"), str(tmp_path / "not-yet.log"))
+    try:
+        verdict = Watch(remote=source, stall=2).run()
+    finally:
+        source.close()
+    assert verdict.outcome == "stalled"
+
+
+@pytest.mark.parametrize("target,message", [
+    ("ssh://no-such-host.invalid/var/log/x.log", "unknown host no-such-host.invalid"),
+    ("ssh://nobody-here@testhost/var/log/x.log", "authentication failed"),
+    ("ssh://testhost/", "not a remote log"),
+])
+def test_clear_errors(target, message):
+    proc = run_cli("watch", target)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and message in err and err.count("\n") == 1
+
+
+def test_unreadable_remote_log(tmp_path):
+    proc = run_cli("watch", f"ssh://testhost{tmp_path}")  # a directory: like permission denied, not readable
+    assert proc.returncode == 2 and "cannot read" in proc.stderr.decode()
+
+
+def test_two_targets_at_once_one_failing(tmp_path):
+    ok, bad = tmp_path / "node0.log", tmp_path / "node1.log"
+    ok.write_text(ARGS + READY)
+    bad.write_text(ARGS + "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
+                          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\nKilled\n")
+    proc = run_cli("watch", "--json", "--all", f"ssh://testhost{ok}", str(bad))
+    events = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    overall = events[-1]
+    assert proc.returncode == 1
+    assert overall["event"] == "overall" and overall["outcome"] == "failed" and overall["target"] == str(bad)
+    verdicts = {e["target"]: e for e in events if e.get("event") in ("ready", "failed")}
+    assert verdicts[str(bad)]["cause"] in ("cuda_oom", "host_oom")
+
+
+@need(TF)
+def test_remote_launch_of_the_tiny_model_server(sshd):
+    port = free_port()
+    argv = [str(TF), "serve", str(MODEL), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
+    run, verdict, note = start_remote(Host.parse("testhost"), ["env", "HF_HUB_OFFLINE=1", *argv], name="remote-tf",
+                                      server="transformers", stall=120)
+    try:
+        assert verdict.outcome == "ready", verdict
+        assert "firedup stop remote-tf" in note and run.host == "testhost"
+        assert os.path.exists(os.path.expanduser(run.log))
+    finally:
+        assert stop_remote(run, 10) in ("terminated", "killed")
+    assert stop_remote(run, 1) == "gone"
