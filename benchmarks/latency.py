@@ -4,6 +4,8 @@ Measures, side by side in one run:
 - a ready line appended to the log → the verdict (p50, p99 over --trials);
 - a fatal traceback appended to the log → the verdict;
 - the watched process exiting → the verdict;
+- a ready line appended to a log on a remote host (an sshd of its own on 127.0.0.1) →
+  the verdict of `firedup watch ssh://...`, and how many SSH connections the watch used;
 - CPU used by firedup while it watches a silent server (log + pid) for --idle seconds.
 
     python benchmarks/latency.py [--trials 50] [--idle 60]
@@ -21,6 +23,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from sshd import Sshd  # noqa: E402  the tests' throw-away sshd
 
 STARTUP = ("INFO 11-29 10:06:01 [api_server.py:1896] vLLM API server version 0.32.0\n"
            "(EngineCore pid=7) INFO 11-29 10:06:05 [gpu_model_runner.py:1] Starting to load model m...\n")
@@ -61,6 +67,25 @@ def trial_log_event(tmp: Path, i: int, text: str) -> float:
     latency = until_verdict(proc) - t0
     proc.wait()
     return latency
+
+
+def trial_remote(tmp: Path, i: int, sshd: Sshd) -> tuple[float, int]:
+    log = tmp / f"remote-{i}.log"
+    log.write_text(STARTUP)
+    env = {**os.environ, "FIREDUP_SSH_ARGS": f"-F {sshd.config}"}
+    proc = subprocess.Popen([sys.executable, "-m", "firedup", "watch", "--json", "--stall", "600",
+                             f"ssh://testhost{log}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    for line in proc.stdout:  # until the remote side is following the log
+        if b'"event": "following"' in line:
+            break
+    connections = len(sshd.children())
+    with open(log, "a") as f:
+        f.write(READY)
+        f.flush()
+        t0 = time.monotonic()
+    latency = until_verdict(proc) - t0
+    proc.wait()
+    return latency, connections
 
 
 def trial_exit(tmp: Path, i: int) -> float:
@@ -140,6 +165,13 @@ def main() -> None:
             theirs = grep_trials(tmp, args.trials, text)
             rows.append((name, ours, theirs))
         exits = [trial_exit(tmp, i) for i in range(args.trials)]
+        sshd = Sshd(tmp / "sshd-root")
+        (tmp / "sshd-root").mkdir()
+        sshd.start()
+        try:
+            remote = [trial_remote(tmp, i, sshd) for i in range(args.trials)]
+        finally:
+            sshd.stop()
         cpu = idle_cpu(tmp, args.idle)
 
     print(f"\n{args.trials} trials each; milliseconds\n")
@@ -150,6 +182,10 @@ def main() -> None:
               f"{1000 * pct(theirs, 50):.0f} | {1000 * pct(theirs, 99):.0f} |")
     print(f"| process exit | {1000 * pct(exits, 50):.1f} | {1000 * pct(exits, 99):.1f} | never (the loop reads "
           f"only the log: 600 s timeout) | never |")
+    latencies = [r[0] for r in remote]
+    print(f"| ready line appended on a remote host (ssh://, loopback) | {1000 * pct(latencies, 50):.1f} | "
+          f"{1000 * pct(latencies, 99):.1f} | | |")
+    print(f"\nSSH connections per remote watch: {sorted({r[1] for r in remote})}")
     print(f"\nCPU of `firedup watch LOG --pid PID` on a silent server for {args.idle:.0f} s: {cpu:.2f}% of one core")
 
 

@@ -200,6 +200,8 @@ class Watch:
                 self._probe(payload, self.remote.url, now)
             elif kind == "error":
                 raise InputError(payload)
+            elif kind == "reopened":
+                self._emit(now - self.started, "following", offset=self.remote.offset)
             elif kind in ("disconnected", "started"):
                 self._emit(now - self.started, kind, detail=payload)
 
