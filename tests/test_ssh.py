@@ -3,7 +3,7 @@ throw-away host key and user key (FIREDUP_SSH_ARGS points ssh at its config)."""
 
 import json
 import os
-import shutil
+import subprocess
 import threading
 import time
 
@@ -108,6 +108,48 @@ def test_connection_killed_mid_watch_resumes_without_losing_or_repeating_a_line(
         t.join()
     assert killed and source.connects >= 2
     assert received.decode() == "".join(lines)
+
+
+def test_remote_rotation_and_truncation_are_followed(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("one\n")
+    source = RemoteSource(Host.parse("testhost"), str(log))
+    received = []
+
+    def drain(until):
+        deadline = time.monotonic() + 10
+        while "".join(received).count("\n") < until and time.monotonic() < deadline:
+            received.extend(p.decode() for k, p in source.events() if k == "log")
+            time.sleep(0.01)
+
+    try:
+        drain(1)
+        os.rename(log, tmp_path / "server.log.1")
+        log.write_text("two\n")
+        drain(2)
+        log.write_text("")
+        time.sleep(0.2)
+        with open(log, "a") as f:
+            f.write("three\n")
+        drain(3)
+    finally:
+        source.close()
+    assert "".join(received) == "one\ntwo\nthree\n"
+
+
+def test_remote_pid_exit_fails_the_watch(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(ARGS)
+    server = subprocess.Popen(["sleep", "600"])
+    source = RemoteSource(Host.parse("testhost"), str(log), pid=server.pid)
+    killer = threading.Timer(1.0, server.kill)
+    killer.start()
+    try:
+        verdict = Watch(remote=source, stall=30).run()
+    finally:
+        source.close()
+        server.wait()
+    assert verdict.outcome == "failed" and verdict.exit_code is not None
 
 
 def test_path_missing_waits_like_a_local_file_until_the_stall_window(tmp_path):

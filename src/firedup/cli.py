@@ -11,7 +11,9 @@ import time
 
 from rich.console import Console
 
-from . import __version__, runs
+from urllib.parse import urlsplit
+
+from . import __version__, rules, runs
 from .diagnose import InputError, diagnose
 from .judge import Verdict
 from .launch import start_and_watch, start_remote, stop_remote
@@ -126,7 +128,11 @@ def _watch_for(target: str, args: argparse.Namespace, sinks: list, cancel=None) 
     remote = ssh.parse_target(target)
     if remote is not None:
         host, path = remote
-        source = ssh.RemoteSource(host, path, pid=args.pid, url=args.url, ssh_args=args.ssh_arg)
+        url = args.url
+        if url and urlsplit(url).path in ("", "/"):
+            pack = rules.load().packs.get(args.server) if args.server else None
+            url = url.rstrip("/") + (pack.health if pack and pack.health else "/health")
+        source = ssh.RemoteSource(host, path, pid=args.pid, url=url, ssh_args=args.ssh_arg)
         return Watch(remote=source, server=args.server, stall=args.stall, timeout=args.timeout,
                      grace=args.grace, sinks=sinks, cancel=cancel)
     if args.pid is not None and not process.pid_exists(args.pid):
