@@ -261,3 +261,13 @@ def test_health_200_is_ready_where_the_family_says_so():
     run.judge.feed(probe(200, ready=True), 2)
     v = run.judge.decide(2)
     assert v.outcome == "ready" and v.evidence == {"line": "GET /health", "lineno": 0}
+
+
+def test_history_gives_a_slow_phase_a_longer_stall_window():
+    run = Run(server="sglang", stall=60, stall_for={"cuda_graphs": 300})
+    run.log("[2025-01-01 00:00:00] Load weight begin. avail mem=1 GB\n", at=0)
+    assert run.judge.decide(61).outcome == "stalled"  # weights: the default window
+    run = Run(server="sglang", stall=60, stall_for={"cuda_graphs": 300})
+    run.log("[2025-01-01 00:00:00] Capture cuda graph begin.\n", at=0)
+    assert run.judge.decide(200) is None
+    assert run.judge.decide(300).outcome == "stalled"

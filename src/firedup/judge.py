@@ -54,6 +54,9 @@ class Verdict:
     phases: dict[str, float] = field(default_factory=dict)
     exit_code: int | None = None
     stacks: str | None = None  # py-spy dump of a stalled server
+    anomalies: list[str] = field(default_factory=list)  # phases far slower than usual
+    changes: list[dict[str, Any]] = field(default_factory=list)  # since the last good run
+    run_id: int | None = None  # in the ledger
 
     @property
     def code(self) -> int:
@@ -70,6 +73,9 @@ class Verdict:
             d.update(elapsed=round(self.elapsed, 3), phases=self.phases, exit_code=self.exit_code)
         if self.stacks:
             d["stacks"] = self.stacks
+        for key in ("anomalies", "changes", "run_id"):
+            if getattr(self, key):
+                d[key] = getattr(self, key)
         return d
 
 
@@ -87,8 +93,10 @@ def _score(s: Signal) -> int:
 class Judge:
     def __init__(self, *, now: float = 0.0, stall: float | None = None, timeout: float | None = None,
                  grace: float = 30.0, server: str | None = None, confirm: float | None = None,
-                 require_generate: bool = False):
+                 require_generate: bool = False, stall_for: dict[str, float] | None = None):
         self.stall = stall
+        # Per phase, a longer stall window where history says the phase is slow.
+        self.stall_for = stall_for or {}
         self.timeout = timeout
         self.grace = grace
         # With a health probe, a ready line waits this long for the port to
@@ -241,7 +249,7 @@ class Judge:
             return self._failed(now)
         if self.timeout is not None and now - self.started >= self.timeout:
             return self._verdict("timeout", now, self._last_line())
-        if self.stall is not None and now - self.last_evidence >= self.stall:
+        if self.stall is not None and now - self.last_evidence >= max(self.stall, self.stall_for.get(self.phase, 0)):
             return self._verdict("stalled", now, self._last_line())
         return None
 

@@ -1,0 +1,109 @@
+"""What is usual for a configuration, from the runs the ledger remembers:
+expected phase durations (median, p95), anomalies, and what changed between
+two runs (configuration, environment, phase durations)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+# Flags that do not change how a server starts: where it listens, how it logs.
+NEUTRAL_FLAGS = {"--port", "--host", "--hostname", "--log-level", "--uvicorn-log-level", "--api-key",
+                 "--served-model-name", "--log-config-file", "--ssl-keyfile", "--ssl-certfile"}
+HISTORY = 20  # how many past ready runs of a configuration make "usual"
+# A phase is anomalous when it takes more than this many times its p95, and
+# at least ANOMALY_MIN_SECONDS more than its median.
+ANOMALY_FACTOR = 2.0
+ANOMALY_MIN_SECONDS = 5.0
+# The stall window of a phase is at least this many times its usual p95.
+STALL_FACTOR = 1.5
+
+
+def startup_args(argv: Sequence[str]) -> list[str]:
+    """The command line less what does not affect start-up; interpreter paths by name only."""
+    out, skip = [], False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in NEUTRAL_FLAGS:
+            skip = "=" not in arg
+            continue
+        if i == 0 or re.search(r"/python[\d.]*$", arg):
+            arg = os.path.basename(arg)
+        out.append(arg)
+    return out
+
+
+def fingerprint(server: str | None, argv: Sequence[str], host: str | None) -> str:
+    key = json.dumps([server, host or "local", startup_args(argv)])
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def expected(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per phase (and "total": time to ready) the median and p95 of past ready runs."""
+    samples: dict[str, list[float]] = {}
+    for run in runs[:HISTORY]:
+        if run["outcome"] != "ready":
+            continue
+        for phase, seconds in run["phases"].items():
+            if phase != "serving":
+                samples.setdefault(phase, []).append(seconds)
+        if run.get("elapsed") is not None:
+            samples.setdefault("total", []).append(run["elapsed"])
+    return {phase: {"median": statistics.median(v), "p95": _p95(v), "n": len(v)} for phase, v in samples.items()}
+
+
+def _p95(values: list[float]) -> float:
+    if len(values) < 2:
+        return values[0]
+    return statistics.quantiles(values, n=20, method="inclusive")[18]
+
+
+def stall_windows(usual: dict[str, dict[str, float]], default: float | None) -> dict[str, float]:
+    """Per phase, a stall window no shorter than the phase usually lasts (with margin)."""
+    return {phase: max(default or 0, STALL_FACTOR * e["p95"]) for phase, e in usual.items() if phase != "total"}
+
+
+def anomalies(phases: dict[str, float], usual: dict[str, dict[str, float]]) -> list[str]:
+    out = []
+    for phase, seconds in phases.items():
+        e = usual.get(phase)
+        if e and seconds > ANOMALY_FACTOR * e["p95"] and seconds - e["median"] >= ANOMALY_MIN_SECONDS:
+            out.append(f"{phase} {seconds:.0f} s, usual {e['median']:.0f} s for this configuration")
+    return out
+
+
+def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    """What differs from run a to run b: configuration, packages, driver and
+    GPUs, steering environment variables, phase durations."""
+    out = []
+
+    def compare(section: str, old: dict, new: dict) -> None:
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                out.append({"section": section, "key": key, "a": old.get(key), "b": new.get(key)})
+
+    compare("command", {"args": " ".join(startup_args(a["command"]))}, {"args": " ".join(startup_args(b["command"]))})
+    compare("server", {"server": a["server"], "version": a["version"]}, {"server": b["server"], "version": b["version"]})
+    compare("config", a["config"], b["config"])
+    ea, eb = a.get("environment") or {}, b.get("environment") or {}
+    compare("packages", ea.get("packages", {}), eb.get("packages", {}))
+    compare("gpu", {k: ea.get(k) for k in ("driver", "gpus")}, {k: eb.get(k) for k in ("driver", "gpus")})
+    compare("env", ea.get("env", {}), eb.get("env", {}))
+    for phase in sorted(set(a["phases"]) | set(b["phases"])):
+        pa, pb = a["phases"].get(phase), b["phases"].get(phase)
+        if pa is None or pb is None or abs(pa - pb) >= max(1.0, 0.2 * max(pa, pb)):
+            out.append({"section": "phases", "key": phase, "a": pa, "b": pb})
+    return out
+
+
+def changes_line(changes: list[dict[str, Any]], limit: int = 6) -> str:
+    shown = [f"{c['key']} {c['a']} → {c['b']}" for c in changes if c["section"] != "phases"][:limit]
+    return "; ".join(shown)

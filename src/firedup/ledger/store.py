@@ -1,0 +1,168 @@
+"""SQLite storage of runs, safe under concurrent writers and SIGKILL.
+
+WAL journal, one short transaction per run, a busy timeout so two firedup
+processes writing at once wait for each other instead of failing. The file
+carries an application id and a schema version (``PRAGMA user_version``);
+older schemas are migrated forward in one transaction; a file that is not a
+firedup ledger is refused, never overwritten."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+APPLICATION_ID = 0x46495244  # "FIRD"
+BUSY_TIMEOUT_MS = 30_000
+
+# Each entry moves the schema from version i to i + 1. Never edit one that has
+# shipped: add the next.
+MIGRATIONS = (
+    # 1: the first schema
+    """
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        name TEXT,
+        host TEXT,
+        command TEXT NOT NULL DEFAULT '[]',
+        server TEXT,
+        version TEXT,
+        config TEXT NOT NULL DEFAULT '{}',
+        phases TEXT NOT NULL DEFAULT '{}',
+        outcome TEXT NOT NULL,
+        cause TEXT,
+        evidence TEXT,
+        log TEXT,
+        started REAL NOT NULL,
+        elapsed REAL
+    );
+    CREATE INDEX runs_started ON runs (started);
+    """,
+    # 2: environment snapshots and configuration fingerprints
+    """
+    ALTER TABLE runs ADD COLUMN environment TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE runs ADD COLUMN fingerprint TEXT;
+    CREATE INDEX runs_fingerprint ON runs (fingerprint, started);
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+JSON_COLUMNS = ("command", "config", "phases", "evidence", "environment")
+
+
+class LedgerError(Exception):
+    """The ledger file cannot be used (foreign, corrupt, from a newer firedup)."""
+
+
+def ledger_path(explicit: str | os.PathLike | None = None) -> Path:
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("FIREDUP_LEDGER"):
+        return Path(os.environ["FIREDUP_LEDGER"])
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "firedup" / "ledger.db"
+
+
+class Ledger:
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = ledger_path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._check_and_migrate()
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.DatabaseError as e:
+            raise LedgerError(f"{self.path} is not a usable firedup ledger: {e}") from None
+
+    def _check_and_migrate(self) -> None:
+        app = self.db.execute("PRAGMA application_id").fetchone()[0]
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app != APPLICATION_ID and (tables or version):
+            raise LedgerError(f"{self.path} is not a firedup ledger (another program's database): "
+                              "move it away or choose another path with --ledger / FIREDUP_LEDGER")
+        if version > SCHEMA_VERSION:
+            raise LedgerError(f"{self.path} was written by a newer firedup (schema {version}, "
+                              f"this one knows {SCHEMA_VERSION}): upgrade firedup")
+        if version == SCHEMA_VERSION:
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated
+            for step in MIGRATIONS[version:]:
+                for statement in filter(str.strip, step.split(";")):
+                    self.db.execute(statement)
+            self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs -------------------------------------------------------------------
+
+    def record(self, **run: Any) -> int:
+        """Store one run in one transaction; returns its id."""
+        run.setdefault("started", time.time())
+        for column in JSON_COLUMNS:
+            if column in run:
+                run[column] = json.dumps(run[column], default=str)
+        columns = ", ".join(run)
+        marks = ", ".join("?" for _ in run)
+        try:
+            cur = self.db.execute(f"INSERT INTO runs ({columns}) VALUES ({marks})", tuple(run.values()))
+        except sqlite3.DatabaseError as e:
+            raise LedgerError(f"cannot write to {self.path}: {e}") from None
+        return cur.lastrowid
+
+    def get(self, run_id: int) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return _decode(row) if row else None
+
+    def find(self, *, name: str | None = None, server: str | None = None, since: float | None = None,
+             fingerprint: str | None = None, outcome: str | None = None, limit: int | None = None) -> list[dict]:
+        """Runs, newest first."""
+        where, params = [], []
+        for column, value in (("name", name), ("server", server), ("fingerprint", fingerprint),
+                              ("outcome", outcome)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            where.append("started >= ?")
+            params.append(since)
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_decode(row) for row in self.db.execute(sql, params)]
+
+    def integrity(self) -> str:
+        return self.db.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+def _decode(row: sqlite3.Row) -> dict[str, Any]:
+    run = dict(row)
+    for column in JSON_COLUMNS:
+        if column in run and run[column] is not None:
+            run[column] = json.loads(run[column])
+    return run
+
+
+def ids(runs: Iterable[dict]) -> list[int]:
+    return [r["id"] for r in runs]
