@@ -32,3 +32,10 @@ def run_cli(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subp
         input=stdin, capture_output=True, timeout=timeout,
         env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
     )
+
+
+@pytest.fixture(autouse=True)
+def private_state(tmp_path, monkeypatch):
+    """Every test writes its runs, records and ledger under its own tmp_path."""
+    monkeypatch.setenv("FIREDUP_LEDGER", str(tmp_path / "ledger.db"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

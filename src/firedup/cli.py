@@ -5,20 +5,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import threading
 import time
+from datetime import datetime
+from urllib.parse import urlsplit
 
 from rich.console import Console
-
-from urllib.parse import urlsplit
 
 from . import __version__, rules, runs
 from .diagnose import InputError, diagnose
 from .judge import Verdict
+from .ledger import history
+from .ledger.memory import Memory
 from .launch import start_and_watch, start_remote, stop_remote
+from .ledger.store import Ledger, LedgerError
 from .rules import FAMILIES, RuleError
-from .sinks import summary
+from .sinks import summary, view
 from .sinks.events import JsonEvents
 from .sinks.live import LiveView, PlainView
 from .sources import process, ssh
@@ -49,6 +53,21 @@ def _live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="JSON events, one a line; the verdict last")
 
 
+def _ledger_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ledger", metavar="PATH", help="the run ledger (default: FIREDUP_LEDGER, or "
+                                                      "~/.local/share/firedup/ledger.db)")
+
+
+def _since(text: str) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text)
+    if m:
+        return time.time() - float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date or an age: {text!r}") from None
+
+
 def _ssh_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ssh-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for ssh (repeatable; also FIREDUP_SSH_ARGS, e.g. '-F /path/config')")
@@ -65,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("file", help="the log file, or - for standard input")
     d.add_argument("--server", choices=SERVERS, help="server family (default: detect from the log)")
     d.add_argument("--json", action="store_true", help="print one JSON object")
+    d.add_argument("--record", action="store_true", help="also write the run to the ledger")
+    _ledger_option(d)
 
     w = sub.add_parser("watch", help="follow a server's log live until it is ready, failed or stalled",
                        description="Follow a log (tail -F: waits for it, follows rotation) or - (standard input) "
@@ -76,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="one multi-node server: ready when every target is, failed as soon as one fails")
     _live_options(w)
     _ssh_options(w)
+    _ledger_option(w)
 
     la = sub.add_parser("launch", help="start a server and follow it to a verdict",
                         description="Start CMD detached (own session, output to a log file), follow it live, "
@@ -89,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     la.add_argument("--host", help="[user@]host[:port]: start it there over SSH (it survives the connection)")
     _live_options(la)
     _ssh_options(la)
+    _ledger_option(la)
     la.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command line")
 
     st = sub.add_parser("stop", help="stop a server started by firedup launch (SIGTERM, then SIGKILL)")
@@ -98,6 +121,25 @@ def _parser() -> argparse.ArgumentParser:
 
     ps = sub.add_parser("ps", help="list servers started by firedup launch")
     ps.add_argument("--json", action="store_true")
+
+    rs = sub.add_parser("runs", help="list the runs the ledger remembers, newest first")
+    rs.add_argument("--name")
+    rs.add_argument("--server", choices=SERVERS)
+    rs.add_argument("--since", type=_since, help="a date (2026-11-29) or an age (90m, 12h, 7d)")
+    rs.add_argument("--limit", type=int, default=20)
+    rs.add_argument("--json", action="store_true")
+    _ledger_option(rs)
+
+    sh = sub.add_parser("show", help="one run of the ledger: verdict, configuration, phases as bars")
+    sh.add_argument("run", type=int)
+    sh.add_argument("--json", action="store_true")
+    _ledger_option(sh)
+
+    df = sub.add_parser("diff", help="what changed between two runs: configuration, environment, phase durations")
+    df.add_argument("a", type=int)
+    df.add_argument("b", type=int)
+    df.add_argument("--json", action="store_true")
+    _ledger_option(df)
     return parser
 
 
@@ -116,7 +158,12 @@ def _finish(sinks: list, verdict, note: str | None = None) -> int:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
+    ledger = Ledger(args.ledger) if args.record else None
     verdict = diagnose(args.file, server=args.server)
+    if ledger is not None:
+        memory = Memory(ledger, verdict.server, [], None)
+        memory.remember(verdict, kind="diagnose", name=None, environment=None,
+                        log=None if args.file == "-" else os.path.abspath(args.file))
     if args.json:
         print(json.dumps(verdict.to_dict(), ensure_ascii=False))
     else:
@@ -149,6 +196,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if len(args.targets) > 1:
         return _watch_many(args, console)
     target = args.targets[0]
+    ledger = Ledger(args.ledger)
     sinks = _sinks(args, console, f"watch {target}")
     watch = _watch_for(target, args, sinks)
     try:
@@ -158,7 +206,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
             sink.close()
         if watch.remote is not None:
             watch.remote.close()
+    _remember_watch(ledger, target, verdict)
     return _finish(sinks, verdict)
+
+
+def _remember_watch(ledger: Ledger, target: str, verdict: Verdict) -> None:
+    remote = ssh.parse_target(target)
+    host = str(remote[0]) if remote else None
+    memory = Memory(ledger, verdict.server, [], host)
+    memory.remember(verdict, kind="watch", name=target, environment=None,
+                    log=target if remote or target == "-" else os.path.abspath(target))
 
 
 SEVERITY = ("failed", "stalled", "timeout", "incomplete", "ready")
@@ -168,6 +225,7 @@ def _watch_many(args: argparse.Namespace, console: Console) -> int:
     """Several targets at once, one thread each: a verdict per target, then the overall one."""
     if args.pid is not None or "-" in args.targets:
         raise InputError("--pid and - (standard input) go with a single target")
+    ledger = Ledger(args.ledger)
     cancel = threading.Event()
     base = JsonEvents() if args.json else PlainView(console)
     watches = {t: _watch_for(t, args, [Labelled(base, t)], cancel) for t in args.targets}
@@ -195,6 +253,8 @@ def _watch_many(args: argparse.Namespace, console: Console) -> int:
     if errors:
         raise InputError("; ".join(f"{t}: {e}" for t, e in errors.items()))
     done = {t: v for t, v in verdicts.items() if v is not None}
+    for target, verdict in done.items():
+        _remember_watch(ledger, target, verdict)
     for target, verdict in done.items():
         Labelled(base, target).verdict(verdict)
     worst_target, worst = min(done.items(), key=lambda item: SEVERITY.index(item[1].outcome))
@@ -243,13 +303,14 @@ def cmd_launch(args: argparse.Namespace) -> int:
     if not cmd:
         raise InputError("launch needs a command: firedup launch [options] -- CMD ...")
     console = Console(highlight=False)
+    ledger = Ledger(args.ledger)
     sinks = _sinks(args, console, f"launch {os.path.basename(cmd[0])}")
     if args.host:
         try:
             _, verdict, note = start_remote(ssh.Host.parse(args.host), cmd, name=args.name, server=args.server,
                                             url=args.url, stall=args.stall, timeout=args.timeout,
                                             grace=args.grace, kill_on_stall=args.kill_on_stall, sinks=sinks,
-                                            ssh_args=args.ssh_arg)
+                                            ssh_args=args.ssh_arg, ledger=ledger)
         finally:
             for sink in sinks:
                 sink.close()
@@ -258,7 +319,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         launched = start_and_watch(cmd, name=args.name, server=args.server, log=args.log, url=args.url,
                                    stall=args.stall, timeout=args.timeout, grace=args.grace,
                                    kill_on_stall=args.kill_on_stall, sinks=sinks,
-                                   probe_generate=args.probe_generate)
+                                   probe_generate=args.probe_generate, ledger=ledger)
     except FileNotFoundError as e:
         raise InputError(f"cannot start {cmd[0]}: {e.strerror}") from None
     except ValueError as e:
@@ -313,14 +374,49 @@ def cmd_ps(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"diagnose": cmd_diagnose, "watch": cmd_watch, "launch": cmd_launch, "stop": cmd_stop, "ps": cmd_ps}
+def cmd_runs(args: argparse.Namespace) -> int:
+    found = Ledger(args.ledger).find(name=args.name, server=args.server, since=args.since, limit=args.limit)
+    if args.json:
+        print(json.dumps(found, default=str))
+        return 0
+    view.runs_table(found, Console(highlight=False))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    run = Ledger(args.ledger).get(args.run)
+    if run is None:
+        raise LookupError(f"no run {args.run} in the ledger (see firedup runs)")
+    if args.json:
+        print(json.dumps(run, default=str))
+        return 0
+    view.show(run, Console(highlight=False))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    ledger = Ledger(args.ledger)
+    runs_ = [ledger.get(args.a), ledger.get(args.b)]
+    for number, run in zip((args.a, args.b), runs_):
+        if run is None:
+            raise LookupError(f"no run {number} in the ledger (see firedup runs)")
+    changes = history.diff(*runs_)
+    if args.json:
+        print(json.dumps({"a": args.a, "b": args.b, "changes": changes}, default=str))
+        return 0
+    view.diff(args.a, args.b, changes, Console(highlight=False))
+    return 0
+
+
+COMMANDS = {"diagnose": cmd_diagnose, "watch": cmd_watch, "launch": cmd_launch, "stop": cmd_stop, "ps": cmd_ps,
+            "runs": cmd_runs, "show": cmd_show, "diff": cmd_diff}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (InputError, RuleError, LookupError, ssh.SSHError, ValueError) as e:
+    except (InputError, RuleError, LookupError, ssh.SSHError, LedgerError, ValueError) as e:
         print(f"firedup: {e}", file=sys.stderr)
         return USAGE_ERROR
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,9 @@ from typing import Any
 import psutil
 
 from . import rules, runs
+from .ledger import environment
+from .ledger.memory import Memory
+from .ledger.store import Ledger
 from .sources import ssh
 from .judge import Verdict
 from .sources import process
@@ -50,6 +54,23 @@ def derive_url(argv: Sequence[str], family: str | None) -> str | None:
     return f"http://{host}:{port}"
 
 
+class _Background:
+    """A call run in a thread beside the watch (the environment snapshot
+    starts the server's interpreter: it must not delay the start-up)."""
+
+    def __init__(self, fn, *args):
+        self._value = None
+        self._thread = threading.Thread(target=self._run, args=(fn, *args), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn, *args) -> None:
+        self._value = fn(*args)
+
+    def result(self, timeout: float = environment.SNAPSHOT_TIMEOUT):
+        self._thread.join(timeout)
+        return self._value
+
+
 @dataclass
 class Launched:
     run: runs.Run
@@ -66,7 +87,8 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
                     log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = 300.0,
                     timeout: float | None = None, grace: float = 30.0, kill_on_stall: bool = False,
                     env: Mapping[str, str] | None = None, sinks: Sequence[Any] = (),
-                    stop_grace: float = STOP_GRACE, probe_generate: bool = False) -> Launched:
+                    stop_grace: float = STOP_GRACE, probe_generate: bool = False,
+                    ledger: Ledger | None = None) -> Launched:
     """Start ``argv`` detached, watch it to a verdict, and stop it unless it is
     ready (or stalled, which is left running for inspection unless asked)."""
     argv = list(argv)
@@ -81,7 +103,9 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     log_path.parent.mkdir(parents=True, exist_ok=True)
     offset = log_path.stat().st_size if log_path.exists() else 0
     url = url or derive_url(argv, family)
+    memory = Memory(ledger, family, argv) if ledger is not None else None
     popen = process.start(argv, log_path, env=env)
+    snapshot = _Background(environment.snapshot, argv, env if env is not None else os.environ)
     try:
         created = psutil.Process(popen.pid).create_time()
     except psutil.Error:
@@ -90,15 +114,19 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
                    started=time.time(), created=created)
     run.save()
     watch = Watch(log=str(log_path), offset=offset, server=family, exit_watch=ExitWatch(popen.pid, popen),
-                  url=url, stall=stall, timeout=timeout, grace=grace, sinks=sinks, probe_generate=probe_generate)
+                  url=url, stall=stall, timeout=timeout, grace=grace, sinks=sinks, probe_generate=probe_generate,
+                  stall_for=memory.stall_for(stall) if memory else None,
+                  expect=memory.expectation() if memory else None)
     try:
         verdict = watch.run()
     except BaseException:  # Ctrl-C, or firedup itself failing: no orphans holding GPUs
         process.stop_group(popen.pid, stop_grace, popen)
         raise
+    if memory is not None:
+        memory.remember(verdict, kind="launch", name=name, log=str(log_path), environment=snapshot.result())
     note = None
     if verdict.outcome == "ready":
-        note = f"running: pid {popen.pid}, log {log_path}; stop it with: firedup stop {name}"
+        note = f"running: pid {popen.pid}, log {log_path}; follow it with: tail -f {log_path}; stop it with: firedup stop {name}"
     elif verdict.outcome == "stalled" and not kill_on_stall:
         note = (f"left running for inspection: pid {popen.pid}, log {log_path}; "
                 f"stop it with: firedup stop {name}")
@@ -111,7 +139,8 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
 def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None, server: str | None = None,
                  url: str | None = None, stall: float | None = 300.0, timeout: float | None = None,
                  grace: float = 30.0, kill_on_stall: bool = False, sinks: Sequence[Any] = (),
-                 stop_grace: float = STOP_GRACE, ssh_args: Sequence[str] = ()) -> tuple[runs.Run, Verdict, str]:
+                 stop_grace: float = STOP_GRACE, ssh_args: Sequence[str] = (),
+                 ledger: Ledger | None = None) -> tuple[runs.Run, Verdict, str]:
     """Start ``argv`` on ``host`` with setsid and its output in a remote log, so
     that it survives the SSH connection; watch it over that one connection."""
     argv = list(argv)
@@ -120,8 +149,12 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
     log = f"{ssh.REMOTE_STATE}/logs/{name}.log"
     url = url or derive_url(argv, family)
     health = rules.load().packs[family].health if family else "/health"
-    remote = ssh.RemoteSource(host, log, launch=argv, url=f"{url}{health}" if url else None, ssh_args=list(ssh_args))
-    watch = Watch(remote=remote, server=family, stall=stall, timeout=timeout, grace=grace, sinks=sinks)
+    remote = ssh.RemoteSource(host, log, launch=argv, url=f"{url}{health}" if url else None, ssh_args=list(ssh_args),
+                              snapshot=True)
+    memory = Memory(ledger, family, argv, str(host)) if ledger is not None else None
+    watch = Watch(remote=remote, server=family, stall=stall, timeout=timeout, grace=grace, sinks=sinks,
+                  stall_for=memory.stall_for(stall) if memory else None,
+                  expect=memory.expectation() if memory else None)
     try:
         verdict = watch.run()
     except BaseException:
@@ -131,6 +164,8 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
     run = runs.Run(name=name, pid=remote.pid or 0, argv=argv, log=log, url=url, server=family,
                    started=time.time(), created=0.0, host=str(host))
     run.save()
+    if memory is not None:
+        memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=watch.environment)
     if verdict.outcome == "ready" or (verdict.outcome == "stalled" and not kill_on_stall):
         remote.disconnect()
         state = "running" if verdict.outcome == "ready" else "left running for inspection"

@@ -43,7 +43,8 @@ class Watch:
                  stall: float | None = 300.0, timeout: float | None = None, grace: float = 30.0,
                  sinks: Sequence[Any] = (), clock: Callable[[], float] = time.monotonic,
                  offset: int = 0, probe_generate: bool = False, remote: RemoteSource | None = None,
-                 cancel: threading.Event | None = None):
+                 cancel: threading.Event | None = None, stall_for: dict[str, float] | None = None,
+                 expect: dict[str, Any] | None = None):
         self.clock = clock
         self.started = clock()
         self.engine = Engine(server=server)
@@ -51,11 +52,13 @@ class Watch:
         self._stream_ready = False
         self.judge = Judge(now=self.started, stall=stall, timeout=timeout, grace=grace, server=server,
                            confirm=CONFIRM if url or (remote and remote.url) else None,
-                           require_generate=bool(url and probe_generate))
+                           require_generate=bool(url and probe_generate), stall_for=stall_for)
+        self.expect = expect
         self.probe_generate = probe_generate
         self.remote = remote
         self.cancel = cancel
         self._remote_sample: dict[str, Any] | None = None
+        self.environment: dict[str, Any] | None = None  # a remote host's, when its agent sends it
         self.follower = FileFollower(log, offset) if log else None
         self.stream = stream
         self.exit_watch = exit_watch or (ExitWatch(pid) if pid else None)
@@ -93,6 +96,8 @@ class Watch:
         log = self.follower.path if self.follower else f"ssh://{self.remote.host}{self.remote.path}" if self.remote else "-"
         self._emit(0.0, "start", server=self.engine.family, log=log,
                    pid=self.exit_watch.pid if self.exit_watch else None, url=self.prober.url if self.prober else None)
+        if self.expect:
+            self._emit(0.0, "expect", **self.expect)
         next_sample = self.started
         remote_fd = -1
         try:
@@ -202,6 +207,8 @@ class Watch:
                 raise InputError(payload)
             elif kind == "reopened":
                 self._emit(now - self.started, "following", offset=self.remote.offset)
+            elif kind == "environment":
+                self.environment = payload
             elif kind in ("disconnected", "started"):
                 self._emit(now - self.started, kind, detail=payload)
 
@@ -232,7 +239,7 @@ class Watch:
     def _view(self, now: float) -> None:
         view = {"server": self.judge.server or self.engine.family, "phase": self.judge.phase,
                 "progress": self.judge.progress, "elapsed": now - self.started, "last": self._last_line,
-                "warnings": self._warnings}
+                "warnings": self._warnings, "expect": self.expect}
         for sink in self.sinks:
             sink.update(view)
 

@@ -12,7 +12,6 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -82,25 +81,25 @@ class Ledger:
             raise LedgerError(f"{self.path} is not a usable firedup ledger: {e}") from None
 
     def _check_and_migrate(self) -> None:
-        app = self.db.execute("PRAGMA application_id").fetchone()[0]
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        if app != APPLICATION_ID and (tables or version):
-            raise LedgerError(f"{self.path} is not a firedup ledger (another program's database): "
-                              "move it away or choose another path with --ledger / FIREDUP_LEDGER")
-        if version > SCHEMA_VERSION:
-            raise LedgerError(f"{self.path} was written by a newer firedup (schema {version}, "
-                              f"this one knows {SCHEMA_VERSION}): upgrade firedup")
-        if version == SCHEMA_VERSION:
-            return
+        # Under the write lock, so that two firedup processes opening a new
+        # ledger at once do not see each other's half-made schema.
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            version = self.db.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated
+            app = self.db.execute("PRAGMA application_id").fetchone()[0]
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if app != APPLICATION_ID and (tables or version):
+                raise LedgerError(f"{self.path} is not a firedup ledger (another program's database): "
+                                  "move it away or choose another path with --ledger / FIREDUP_LEDGER")
+            if version > SCHEMA_VERSION:
+                raise LedgerError(f"{self.path} was written by a newer firedup (schema {version}, "
+                                  f"this one knows {SCHEMA_VERSION}): upgrade firedup")
             for step in MIGRATIONS[version:]:
                 for statement in filter(str.strip, step.split(";")):
                     self.db.execute(statement)
-            self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            if version < SCHEMA_VERSION:
+                self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -163,6 +162,3 @@ def _decode(row: sqlite3.Row) -> dict[str, Any]:
             run[column] = json.loads(run[column])
     return run
 
-
-def ids(runs: Iterable[dict]) -> list[int]:
-    return [r["id"] for r in runs]

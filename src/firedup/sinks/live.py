@@ -68,6 +68,10 @@ class LiveView:
                         Text(f"{progress['desc']} {progress['n']}/{progress['total']}"),
                         Text(f"ETA {_clock(eta)}" if eta is not None else "", "dim"))
             rows.append(bar)
+        elif view.get("expect") and view["expect"].get("ready_after"):
+            usual = view["expect"]["ready_after"]
+            left = max(0.0, usual - view["elapsed"])
+            rows.append(Text(f"usually ready after {_clock(usual)} for this configuration: ETA {_clock(left)}", "dim"))
         if view.get("last"):
             rows.append(Text(f"last: {view['last']}", "dim", overflow="ellipsis", no_wrap=True))
         if view.get("warnings"):
@@ -108,6 +112,9 @@ class PlainView:
             text = fields["line"]
         elif name == "config":
             text = ", ".join(f"{k}={v}" for k, v in list(fields["config"].items())[:6])
+        elif name == "expect":
+            text = (f"usually ready after {fields['ready_after']:.0f} s ({fields['runs']} runs): "
+                    + ", ".join(f"{p} {s:.0f} s" for p, s in fields["phases"].items()))
         else:
             text = " ".join(f"{k}={v}" for k, v in fields.items())
         self.console.print(Text(f"[{t:7.1f}s] {name}: {text}"), overflow="ellipsis", no_wrap=True, soft_wrap=False)

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..judge import Verdict
+from ..ledger.history import changes_line
 
 STYLE = {"ready": "bold green", "failed": "bold red", "stalled": "bold yellow",
          "timeout": "bold yellow", "incomplete": "bold yellow"}
@@ -57,6 +58,11 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
         console.print(Text(f"  ignored {len(verdict.benign)} benign line(s), e.g. line "
                            f"{first['lineno']} [{first['rule']}]: {first['line']}", "dim"),
                       overflow="ellipsis", no_wrap=True)
+    for anomaly in verdict.anomalies:
+        console.print(Text("  slow: ", "bold yellow") + Text(anomaly))
+    if verdict.changes:
+        changed = changes_line(verdict.changes) or "nothing in its configuration or environment"
+        console.print(Text("  changed since the last good run: ", "bold") + Text(changed))
     if verdict.stacks:
         lines = verdict.stacks.splitlines()
         console.print(Text("  where it waits (py-spy dump):", "bold"))

@@ -11,6 +11,7 @@ Output: one record a line, "<kind> <payload>":
   X <code>               the process ended (-255: not our child, status unknown)
   H <json>               health probe result {"status": 200 | null}
   S <pid>                the server this agent launched
+  V <json>               the environment snapshot (firedup.ledger.environment runs first)
   E <message>            an error firedup should report
   T                      heartbeat (every 2 s)
 Input: "K <grace>" stops the launched (or watched) process group.
@@ -126,6 +127,8 @@ def main():
     args = json.loads(base64.b64decode(sys.argv[1]))
     path, offset, inode = args.get("path"), args.get("offset", 0), args.get("inode")
     pid, child = args.get("pid"), None
+    if args.get("snapshot"):
+        emit("V", json.dumps(snapshot(args["snapshot"])))  # noqa: F821 - defined by environment.py, sent first
     if args.get("launch"):
         path = os.path.expanduser(path)
         os.makedirs(os.path.dirname(path), exist_ok=True)

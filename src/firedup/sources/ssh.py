@@ -67,7 +67,10 @@ def ssh_command(host: Host, remote: list[str], extra: list[str] = ()) -> list[st
 
 
 def _agent_source() -> str:
-    return resources.files(__package__).joinpath("remote_agent.py").read_text("utf-8")
+    """The remote program: the environment snapshot's functions, then the agent."""
+    here = resources.files(__package__)
+    snapshot = resources.files("firedup.ledger").joinpath("environment.py").read_text("utf-8")
+    return snapshot + "\n" + here.joinpath("remote_agent.py").read_text("utf-8")
 
 
 def _classify(stderr: str, host: Host) -> str | None:
@@ -89,12 +92,14 @@ class RemoteSource:
     ("exit", code), ("probe", dict), ("started", pid), ("error", message)."""
 
     def __init__(self, host: Host, path: str, *, pid: int | None = None, url: str | None = None,
-                 launch: list[str] | None = None, ssh_args: list[str] = (), clock=time.monotonic):
+                 launch: list[str] | None = None, ssh_args: list[str] = (), clock=time.monotonic,
+                 snapshot: bool = False):
         self.host = host
         self.path = path
         self.pid = pid
         self.url = url
         self.launch = launch
+        self.snapshot = snapshot
         self.ssh_args = list(ssh_args)
         self.clock = clock
         self.inode: int | None = None
@@ -115,6 +120,8 @@ class RemoteSource:
                                 "url": self.url}
         if self.launch and self.pid is None:
             args["launch"] = self.launch
+            if self.snapshot:
+                args["snapshot"] = self.launch
         return base64.b64encode(json.dumps(args).encode()).decode()
 
     def connect(self) -> None:
@@ -221,5 +228,7 @@ class RemoteSource:
         elif kind == b"S":
             self.pid = int(payload)
             out.append(("started", self.pid))
+        elif kind == b"V":
+            out.append(("environment", json.loads(payload)))
         elif kind == b"E":
             out.append(("error", payload.decode(errors="replace")))

@@ -1,0 +1,47 @@
+"""The ledger around one start-up: what is usual before it, what it was after."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..judge import Verdict
+from . import history
+from .store import Ledger
+
+
+class Memory:
+    def __init__(self, ledger: Ledger, server: str | None, argv: Sequence[str], host: str | None = None):
+        self.ledger = ledger
+        self.server = server
+        self.argv = list(argv)
+        self.host = host
+        self.fingerprint = history.fingerprint(server, argv, host)
+        past = ledger.find(fingerprint=self.fingerprint, limit=history.HISTORY)
+        self.usual = history.expected(past)
+        self.last_good = next((r for r in past if r["outcome"] == "ready"), None)
+        self.started = time.time()
+
+    def stall_for(self, stall: float | None) -> dict[str, float]:
+        return history.stall_windows(self.usual, stall)
+
+    def expectation(self) -> dict[str, Any] | None:
+        """For the live view: how long this configuration usually takes."""
+        if not self.usual:
+            return None
+        return {"ready_after": self.usual.get("total", {}).get("median"), "runs": self.usual.get("total", {}).get("n"),
+                "phases": {p: e["median"] for p, e in self.usual.items() if p != "total"}}
+
+    def remember(self, verdict: Verdict, *, kind: str, name: str | None, log: str | None,
+                 environment: dict[str, Any] | None) -> None:
+        """Write the run; note on the verdict what was unusual and what changed."""
+        run = {"kind": kind, "name": name, "host": self.host, "command": self.argv, "server": verdict.server or self.server,
+               "version": verdict.version, "config": verdict.config, "phases": verdict.phases,
+               "outcome": verdict.outcome, "cause": verdict.cause, "evidence": verdict.evidence, "log": log,
+               "started": self.started, "elapsed": verdict.elapsed, "environment": environment or {},
+               "fingerprint": self.fingerprint}
+        verdict.anomalies = history.anomalies(verdict.phases, self.usual)
+        if self.last_good is not None and (verdict.anomalies or verdict.outcome != "ready"):
+            verdict.changes = history.diff(self.last_good, run)
+        verdict.run_id = self.ledger.record(**run)

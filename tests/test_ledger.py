@@ -1,0 +1,166 @@
+"""The run ledger: safe under concurrent writers and SIGKILL, migrated forward,
+refusing foreign files, redacting secrets; runs, show and diff."""
+
+import hashlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from firedup.ledger import environment, history
+from firedup.ledger.store import APPLICATION_ID, MIGRATIONS, Ledger, LedgerError
+
+from .conftest import run_cli
+
+WRITER = """
+import sys, time
+sys.path.insert(0, {src!r})
+from firedup.ledger.store import Ledger
+ledger = Ledger(sys.argv[1])
+for i in range(int(sys.argv[3])):
+    run_id = ledger.record(kind="launch", name=f"{{sys.argv[2]}}-{{i}}", outcome="ready", command=["x"],
+                           config={{"i": i, "pad": "x" * 2000}}, phases={{"weights": 1.0}})
+    print(run_id, flush=True)
+"""
+
+
+def writer(tmp_path, path, tag, count):
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER.format(src=os.path.join(os.path.dirname(__file__), "..", "src")))
+    return subprocess.Popen([sys.executable, str(script), str(path), tag, str(count)], stdout=subprocess.PIPE, text=True)
+
+
+def test_two_writers_at_once_lose_nothing(tmp_path):
+    path = tmp_path / "ledger.db"
+    procs = [writer(tmp_path, path, tag, 300) for tag in ("a", "b")]
+    ids = [line for p in procs for line in p.communicate()[0].split()]
+    assert all(p.returncode == 0 for p in procs)
+    with Ledger(path) as ledger:
+        names = {r["name"] for r in ledger.find()}
+        assert ledger.integrity() == "ok"
+    assert len(ids) == 600 and names == {f"{t}-{i}" for t in "ab" for i in range(300)}
+
+
+def test_sigkill_mid_write_keeps_every_committed_run(tmp_path):
+    path = tmp_path / "ledger.db"
+    committed = set()
+    for attempt in range(25):
+        proc = writer(tmp_path, path, f"k{attempt}", 100000)
+        time.sleep(0.05 + (attempt % 5) * 0.03)
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
+        committed |= {int(x) for x in out.split()}
+    with Ledger(path) as ledger:
+        assert ledger.integrity() == "ok"
+        present = {r["id"] for r in ledger.find()}
+    assert committed and committed <= present
+
+
+def test_migration_from_the_first_schema(tmp_path):
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(MIGRATIONS[0])
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    db.execute("PRAGMA user_version = 1")
+    db.execute("INSERT INTO runs (kind, name, outcome, started, phases) VALUES ('launch', 'old', 'ready', 1.0, "
+               "'{\"weights\": 31.0}')")
+    db.commit()
+    db.close()
+    with Ledger(path) as ledger:
+        run = ledger.find()[0]
+        assert ledger.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+        ledger.record(kind="launch", outcome="ready", fingerprint="f", environment={"env": {}})
+    assert run["name"] == "old" and run["phases"] == {"weights": 31.0} and run["environment"] == {}
+
+
+@pytest.mark.parametrize("content", ["garbage", "other-sqlite", "newer"])
+def test_a_foreign_or_corrupt_file_is_refused_and_left_alone(tmp_path, content):
+    path = tmp_path / "ledger.db"
+    if content == "garbage":
+        path.write_bytes(os.urandom(8192))
+    else:
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE notes (x)")
+        if content == "newer":
+            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            db.execute("PRAGMA user_version = 99")
+        db.commit()
+        db.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(LedgerError):
+        Ledger(path)
+    proc = run_cli("runs", "--ledger", str(path))
+    assert proc.returncode == 2 and proc.stderr.decode().count("\n") == 1
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_secrets_are_redacted_everywhere(tmp_path, monkeypatch):
+    token = "hf_" + "a1B2c3D4" * 5
+    key = "sk-" + "Z9y8X7w6" * 4
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("VLLM_API_KEY", "plain-but-named-like-a-key")
+    monkeypatch.setenv("HF_ENDPOINT", "https://user:hunter2@mirror.example/")
+    monkeypatch.setenv("TORCH_SOMETHING", key)
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    script = tmp_path / "server.py"
+    script.write_text("print('[2025-04-09 05:05:21] The server is fired up and ready to roll!', flush=True)\n"
+                      "import time; time.sleep(30)\n")
+    proc = run_cli("launch", "--json", "--name", "secret", "--", sys.executable, str(script))
+    run_cli("stop", "secret")
+    assert proc.returncode == 0
+    shown = run_cli("show", "1").stdout.decode() + run_cli("show", "--json", "1").stdout.decode()
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("ledger.db*"))
+    for secret in (token, key, "plain-but-named-like-a-key", "hunter2"):
+        assert secret not in shown and secret.encode() not in stored
+        assert secret not in proc.stdout.decode()
+    assert "NCCL_DEBUG=INFO" in shown and "<redacted>" in shown
+
+
+def test_environment_comes_from_the_servers_own_interpreter():
+    snap = environment.snapshot([sys.executable, "-m", "something"])
+    assert snap["packages"]["python"] == sys.version.split()[0]
+    assert "pytest" not in snap["packages"]  # only the packages that steer servers
+    assert environment.interpreter(["env", "A=1", sys.executable, "-c", "x"]) == sys.executable
+
+
+def test_fingerprint_ignores_where_the_server_listens():
+    a = history.fingerprint("vllm", ["/venv/bin/python", "-m", "vllm", "--model", "m", "--port", "8000"], None)
+    b = history.fingerprint("vllm", ["/other/bin/python", "-m", "vllm", "--port=9000", "--model", "m"], None)
+    c = history.fingerprint("vllm", ["/venv/bin/python", "-m", "vllm", "--model", "m", "--tp", "2"], None)
+    assert a == b and a != c
+    assert a != history.fingerprint("vllm", ["/venv/bin/python", "-m", "vllm", "--model", "m", "--port", "8000"], "gpu1")
+
+
+def test_runs_show_and_diff_from_the_cli(tmp_path):
+    with Ledger() as ledger:
+        base = dict(kind="launch", server="sglang", outcome="ready", command=["python", "-m", "sglang.launch_server"],
+                    fingerprint="f")
+        ledger.record(**base, name="before", version=None, config={"attention_backend": "flashinfer"},
+                      phases={"weights": 31.0, "cuda_graphs": 95.0}, environment={"packages": {"torch": "2.8.0"}})
+        ledger.record(**base, name="after", version=None, config={"attention_backend": "triton"},
+                      phases={"weights": 612.0, "cuda_graphs": 94.0}, environment={"packages": {"torch": "2.9.1"}})
+    listed = json.loads(run_cli("runs", "--json").stdout)
+    assert [r["name"] for r in listed] == ["after", "before"]
+    assert run_cli("runs", "--since", "1h").returncode == 0
+    assert "weights" in run_cli("show", "2").stdout.decode()
+    changes = json.loads(run_cli("diff", "--json", "1", "2").stdout)["changes"]
+    assert {"section": "config", "key": "attention_backend", "a": "flashinfer", "b": "triton"} in changes
+    assert {"section": "packages", "key": "torch", "a": "2.8.0", "b": "2.9.1"} in changes
+    assert {"section": "phases", "key": "weights", "a": 31.0, "b": 612.0} in changes
+    assert not any(c["key"] == "cuda_graphs" for c in changes)
+    text = run_cli("diff", "1", "2").stdout.decode()
+    assert "attention_backend" in text and "flashinfer" in text
+    assert run_cli("show", "99").returncode == 2
+
+
+def test_diagnose_record(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2\n")
+    out = json.loads(run_cli("diagnose", "--json", "--record", str(log)).stdout)
+    runs = json.loads(run_cli("runs", "--json").stdout)
+    assert out["run_id"] == runs[0]["id"] and runs[0]["cause"] == "bad_argument" and runs[0]["kind"] == "diagnose"
