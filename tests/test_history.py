@@ -1,0 +1,83 @@
+"""History at work on real launches of the tiny-model server (transformers
+serve): a run whose model read is delayed on purpose is called out as slow,
+with what changed; a phase history knows to be slow gets a longer stall window."""
+
+import shutil
+
+import pytest
+
+from firedup.launch import start_and_watch
+from firedup.ledger.store import Ledger
+from firedup.sources.process import group_alive, stop_group
+
+from .test_servers import ENV, MODEL, TF, free_port, need, tf
+
+# Delays the first safetensors read of the server by FIREDUP_TEST_READ_DELAY
+# seconds: the server sits silent in its weights phase, as on a slow disk.
+SLOW_READ = '''
+import importlib.abc, importlib.util, os, sys, time
+delay = float(os.environ.get("FIREDUP_TEST_READ_DELAY", "0"))
+
+class SlowSafetensors(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "safetensors" or not delay:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            real, slept = module.safe_open, []
+
+            def safe_open(*args, **kwargs):
+                if not slept:
+                    slept.append(time.sleep(delay))
+                return real(*args, **kwargs)
+
+            module.safe_open = safe_open
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, SlowSafetensors())
+'''
+
+
+@pytest.fixture
+def server(tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_READ)
+    model = tmp_path / "model"
+    shutil.copytree(MODEL, model)
+    port = free_port()
+
+    def launch(ledger, delay=0, stall=60):
+        env = {**ENV, "PYTHONPATH": str(hook), "FIREDUP_TEST_READ_DELAY": str(delay)}
+        launched = start_and_watch([str(a) for a in tf(model, port)], env=env, ledger=ledger, stall=stall,
+                                   kill_on_stall=True, log=tmp_path / "server.log", stop_grace=5)
+        if group_alive(launched.pgid):
+            stop_group(launched.pgid, 10, launched.popen)
+        return launched.verdict
+
+    return launch
+
+
+@need(TF)
+def test_a_slow_model_read_is_called_out_with_what_changed(server, tmp_path):
+    ledger = Ledger(tmp_path / "history.db")
+    usual = [server(ledger) for _ in range(2)]
+    assert [v.outcome for v in usual] == ["ready", "ready"]
+    assert usual[1].phases["weights"] < 5
+
+    slow = server(ledger, delay=8)
+    assert slow.outcome == "ready"
+    assert any(a.startswith("weights ") and "usual" in a for a in slow.anomalies), slow.anomalies
+    assert {"section": "phases", "key": "weights"} in [{k: c[k] for k in ("section", "key")} for c in slow.changes]
+
+    # Now weights usually takes up to ~8 s here: a 6 s silent read with a 4 s
+    # stall window is a slow phase, not a stall...
+    assert server(ledger, delay=6, stall=4).outcome == "ready"
+    # ...while without that history the same run is stalled.
+    assert server(Ledger(tmp_path / "empty.db"), delay=6, stall=4).outcome == "stalled"
