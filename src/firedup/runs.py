@@ -45,7 +45,8 @@ class Run:
         if self.host:
             return None
         try:
-            return abs(psutil.Process(self.pid).create_time() - self.created) < 1.0
+            proc = psutil.Process(self.pid)
+            return abs(proc.create_time() - self.created) < 1.0 and proc.status() != psutil.STATUS_ZOMBIE
         except psutil.Error:
             return False
 

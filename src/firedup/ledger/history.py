@@ -60,6 +60,10 @@ def expected(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return {phase: {"median": statistics.median(v), "p95": _p95(v), "n": len(v)} for phase, v in samples.items()}
 
 
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
+
+
 def _p95(values: list[float]) -> float:
     if len(values) < 2:
         return values[0]
@@ -76,7 +80,7 @@ def anomalies(phases: dict[str, float], usual: dict[str, dict[str, float]]) -> l
     for phase, seconds in phases.items():
         e = usual.get(phase)
         if e and seconds > ANOMALY_FACTOR * e["p95"] and seconds - e["median"] >= ANOMALY_MIN_SECONDS:
-            out.append(f"{phase} {seconds:.0f} s, usual {e['median']:.0f} s for this configuration")
+            out.append(f"{phase} {_seconds(seconds)}, usual {_seconds(e['median'])} for this configuration")
     return out
 
 
