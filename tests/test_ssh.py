@@ -10,6 +10,7 @@ import time
 import pytest
 
 from firedup.launch import start_remote, stop_remote
+from firedup.ledger.store import Ledger
 from firedup.sources.ssh import Host, RemoteSource
 from firedup.watch import Watch
 
@@ -195,10 +196,14 @@ def test_two_targets_at_once_one_failing(tmp_path):
 def test_remote_launch_of_the_tiny_model_server(sshd):
     port = free_port()
     argv = [str(TF), "serve", str(MODEL), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
+    ledger = Ledger()
     run, verdict, note = start_remote(Host.parse("testhost"), ["env", "HF_HUB_OFFLINE=1", *argv], name="remote-tf",
-                                      server="transformers", stall=120)
+                                      server="transformers", stall=120, ledger=ledger)
     try:
         assert verdict.outcome == "ready", verdict
+        recorded = ledger.get(verdict.run_id)
+        assert recorded["host"] == "testhost" and recorded["outcome"] == "ready"
+        assert recorded["environment"]["packages"]["transformers"]  # read by the remote server's own python
         assert "firedup stop remote-tf" in note and run.host == "testhost"
         assert os.path.exists(os.path.expanduser(run.log))
     finally:
