@@ -3,6 +3,7 @@ servers; the real servers are in test_servers.py)."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -229,3 +230,23 @@ def test_python_api_and_fixture(tmp_path, firedup_server):
 ])
 def test_url_from_the_command_line(argv, family, url):
     assert derive_url(argv, family) == url
+
+
+def test_ctrl_c_stops_the_whole_group(tmp_path):
+    body = ("import subprocess\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            f"print({ARGS!r}, flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "firedup", "launch", "--name", "c", "--json", "--",
+                             *script(tmp_path, body)], stdout=subprocess.PIPE)
+    start = json.loads(proc.stdout.readline())
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
+    assert not group_alive(start["pid"])
+
+
+def test_attach_streams_the_log_until_the_server_exits(tmp_path):
+    body = f"print({READY!r}, flush=True)\ntime.sleep(1)\nprint('served one request', flush=True)\n"
+    proc = run_cli("launch", "--attach", "--", *script(tmp_path, body))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0 and "ready" in out and "served one request" in out

@@ -335,13 +335,16 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def _attach(launched, console: Console) -> int:
     """Stream the log of a ready server until it exits; Ctrl-C stops it."""
-    follower = FileFollower(launched.run.log, os.path.getsize(launched.run.log))
+    follower = FileFollower(launched.run.log, launched.offset)
     try:
-        while launched.popen.poll() is None:
+        while True:
+            running = launched.popen.poll() is None
             data = follower.read()
             if data:
                 sys.stdout.buffer.write(data)
                 sys.stdout.flush()
+            if not running:
+                break
             time.sleep(0.2)
     except KeyboardInterrupt:
         console.print(f"stopping {launched.run.name}: {process.stop_group(launched.pgid, popen=launched.popen)}")

@@ -77,6 +77,7 @@ class Launched:
     popen: Any
     verdict: Verdict
     note: str | None = None
+    offset: int = 0  # how far into the log the watch read
 
     @property
     def pgid(self) -> int:
@@ -133,7 +134,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     elif process.group_alive(popen.pid):
         how = process.stop_group(popen.pid, stop_grace, popen)
         note = f"stopped the server's process group ({how})"
-    return Launched(run, popen, verdict, note)
+    return Launched(run, popen, verdict, note, watch.follower.offset)
 
 
 def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None, server: str | None = None,
