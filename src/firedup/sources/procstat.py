@@ -66,7 +66,9 @@ _nvml: Any = None
 
 
 def _gpu_memory(pids: set[int]) -> int | None:
-    """GPU memory the processes hold, when nvidia-ml-py is installed and sees a GPU."""
+    """GPU memory the processes hold, when nvidia-ml-py is installed and sees a
+    GPU. Inside a container NVML reports host pids, which match none of ours:
+    then the memory used on the visible GPUs stands in (evidence, not blame)."""
     global _nvml
     if _nvml is None:
         try:
@@ -79,11 +81,13 @@ def _gpu_memory(pids: set[int]) -> int | None:
     if not _nvml:
         return None
     try:
-        used = 0
+        ours = device_total = 0
         for i in range(_nvml.nvmlDeviceGetCount()):
-            for proc in _nvml.nvmlDeviceGetComputeRunningProcesses(_nvml.nvmlDeviceGetHandleByIndex(i)):
+            handle = _nvml.nvmlDeviceGetHandleByIndex(i)
+            device_total += _nvml.nvmlDeviceGetMemoryInfo(handle).used
+            for proc in _nvml.nvmlDeviceGetComputeRunningProcesses(handle):
                 if proc.pid in pids and proc.usedGpuMemory:
-                    used += proc.usedGpuMemory
-        return used
+                    ours += proc.usedGpuMemory
+        return ours or device_total
     except _nvml.NVMLError:
         return None
