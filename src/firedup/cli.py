@@ -14,7 +14,14 @@ from urllib.parse import urlsplit
 
 from rich.console import Console
 
+from rich.text import Text
+
 from . import __version__, rules, runs
+from .bench.compare import aggregate, compare, workload_differences
+from .bench.run import BenchResult, calibrate
+from .bench.run import run as bench_run
+from .bench.client import HttpError
+from .bench.workload import Workload, WorkloadError
 from .diagnose import InputError, diagnose
 from .judge import Verdict
 from .ledger import history
@@ -51,6 +58,31 @@ def _live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-generate", action="store_true",
                    help="ready only once a one-token completion succeeds (needs the URL)")
     p.add_argument("--json", action="store_true", help="JSON events, one a line; the verdict last")
+
+
+def _bench_options(p: argparse.ArgumentParser) -> None:
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=int, help="requests in flight at once (default 1)")
+    load.add_argument("--request-rate", type=float, help="requests per second (Poisson arrivals)")
+    p.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of arrivals (1: Poisson)")
+    p.add_argument("--max-concurrency", type=int, help="with --request-rate: a cap on requests in flight")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--num-prompts", type=int, help="how many requests (default 100)")
+    size.add_argument("--duration", type=_seconds, help="send requests for this many seconds")
+    p.add_argument("--input-len", type=int, default=256, help="words of a random prompt (default 256)")
+    p.add_argument("--output-len", type=int, default=128, help="max tokens of an answer (default 128)")
+    p.add_argument("--dataset", help="JSONL prompts ({\"prompt\": ..., \"output_len\": ...}) or a ShareGPT file")
+    p.add_argument("--warmup", type=int, default=2, help="requests sent first and not counted")
+    p.add_argument("--chat", action="store_true", help="use /v1/chat/completions")
+    p.add_argument("--model", help="default: the first of /v1/models")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--ignore-eos", action="store_true", help="ask the server to generate all --output-len tokens")
+    p.add_argument("--goodput", nargs="+", metavar="SLO:MS", help="e.g. ttft:500 tpot:50 (e2el too)")
+    p.add_argument("--percentiles", default="99", help="comma-separated, e.g. 50,90,99")
+    p.add_argument("--repeat", type=int, default=1, help="run K times to tell a change from noise")
+    p.add_argument("--calibrate", action="store_true", help="measure the client's own ceiling on a zero-work server")
+    p.add_argument("--json", action="store_true")
 
 
 def _ledger_option(p: argparse.ArgumentParser) -> None:
@@ -121,6 +153,29 @@ def _parser() -> argparse.ArgumentParser:
 
     ps = sub.add_parser("ps", help="list servers started by firedup launch")
     ps.add_argument("--json", action="store_true")
+
+    b = sub.add_parser("bench", help="measure a ready server (OpenAI-compatible API, streaming)",
+                       description="Measure TTFT, TPOT, ITL, E2EL and throughput with the definitions of "
+                                   "`vllm bench serve`, and record the run in the ledger.")
+    b.add_argument("target", nargs="?", help="the server's URL, a name from firedup ps, or a ledger run id")
+    _bench_options(b)
+    _ledger_option(b)
+
+    rn = sub.add_parser("run", help="launch, wait until ready, benchmark, record, stop: the whole loop")
+    rn.add_argument("--name", help="a name for the server")
+    rn.add_argument("--server", choices=SERVERS)
+    rn.add_argument("--url", help="the server's base URL (default: from --host/--port)")
+    rn.add_argument("--stall", type=_seconds, default=300.0)
+    rn.add_argument("--timeout", type=_seconds)
+    _bench_options(rn)
+    _ledger_option(rn)
+    rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command line")
+
+    cp = sub.add_parser("compare", help="benchmark runs side by side: deltas, noise, what changed")
+    cp.add_argument("runs", type=int, nargs="+", metavar="RUN")
+    cp.add_argument("--force", action="store_true", help="compare even when the workloads differ")
+    cp.add_argument("--json", action="store_true")
+    _ledger_option(cp)
 
     rs = sub.add_parser("runs", help="list the runs the ledger remembers, newest first")
     rs.add_argument("--name")
@@ -411,7 +466,141 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"diagnose": cmd_diagnose, "watch": cmd_watch, "launch": cmd_launch, "stop": cmd_stop, "ps": cmd_ps,
+def _workload(args: argparse.Namespace) -> Workload:
+    return Workload(input_len=args.input_len, output_len=args.output_len,
+                    num_prompts=None if args.duration else (args.num_prompts or 100), duration=args.duration,
+                    concurrency=args.max_concurrency if args.request_rate else (args.concurrency or 1),
+                    request_rate=args.request_rate, burstiness=args.burstiness, dataset=args.dataset,
+                    chat=args.chat, seed=args.seed, warmup=args.warmup, temperature=args.temperature,
+                    ignore_eos=args.ignore_eos)
+
+
+def _goodput(specs: list[str] | None) -> dict[str, float] | None:
+    if not specs:
+        return None
+    out = {}
+    for spec in specs:
+        name, _, value = spec.partition(":")
+        if name not in ("ttft", "tpot", "e2el") or not value.replace(".", "", 1).isdigit():
+            raise InputError(f"--goodput takes ttft:MS, tpot:MS or e2el:MS, not {spec!r}")
+        out[name] = float(value)
+    return out
+
+
+def _bench(url: str, args: argparse.Namespace, console: Console) -> tuple[dict, BenchResult]:
+    workload = _workload(args)
+    percentiles = [float(p) for p in args.percentiles.split(",") if p.strip()]
+    results = []
+    for _ in range(args.repeat):
+        kwargs = {"model": args.model, "percentiles": percentiles, "goodput": _goodput(args.goodput)}
+        result = calibrate(workload, **kwargs) if args.calibrate else bench_run(url, workload, **kwargs)
+        results.append(result)
+    metrics = aggregate([{**r.metrics, "client": f"firedup {__version__}", "model": r.model,
+                          "health": r.health, "speculative": r.speculative} for r in results])
+    last = results[-1]
+    return metrics, last
+
+
+def _record_bench(ledger: Ledger, metrics: dict, result: BenchResult, launch_run: dict | None,
+                  name: str | None) -> int:
+    base = launch_run or {}
+    return ledger.record(kind="bench", name=name or result.url, host=base.get("host"),
+                         command=base.get("command", []), server=base.get("server"), version=base.get("version"),
+                         config=base.get("config", {}), environment=base.get("environment", {}),
+                         fingerprint=base.get("fingerprint"), outcome="ready" if result.valid else "incomplete",
+                         phases={}, workload=result.workload, metrics={**metrics, "requests": result.requests},
+                         elapsed=metrics["duration"], log=base.get("log"))
+
+
+def _target(ledger: Ledger, target: str | None) -> tuple[str, dict | None, str | None]:
+    """A URL, a launched server's name or a ledger run id → (url, its launch run, name)."""
+    if target is None:
+        raise InputError("bench needs the server's URL, a name from firedup ps, or a ledger run id")
+    if target.startswith(("http://", "https://")):
+        return target, None, None
+    name = target
+    if target.isdigit():
+        run = ledger.get(int(target))
+        if run is None:
+            raise LookupError(f"no run {target} in the ledger (see firedup runs)")
+        name = run["name"]
+    record = runs.load(name)
+    if not record.url:
+        raise InputError(f"{name} has no known URL: pass it")
+    launches = [r for r in ledger.find(name=name, kind="launch", limit=1)]
+    return record.url, launches[0] if launches else None, name
+
+
+def _show_bench(args, console, metrics, result, run_id) -> int:
+    if args.json:
+        print(json.dumps({**result.to_dict(), **{k: v for k, v in metrics.items() if k != "requests"},
+                          "run_id": run_id}, default=str))
+    else:
+        view.bench_report({**metrics, "health": result.health, "speculative": result.speculative,
+                           "warnings": result.warnings}, console)
+        console.print(Text(f"recorded as run {run_id} (firedup show {run_id}; firedup compare {run_id} OTHER)", "dim"))
+    return 0 if result.valid else 1
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    ledger = Ledger(args.ledger)
+    if args.calibrate:
+        metrics, result = _bench("", args, console)
+        return _show_bench(args, console, metrics, result, _record_bench(ledger, metrics, result, None, "calibrate"))
+    url, launch_run, name = _target(ledger, args.target)
+    metrics, result = _bench(url, args, console)
+    return _show_bench(args, console, metrics, result, _record_bench(ledger, metrics, result, launch_run, name))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        raise InputError("run needs a command: firedup run [options] -- CMD ...")
+    console = Console(highlight=False)
+    ledger = Ledger(args.ledger)
+    sinks = [PlainView(console)] if not args.json else []
+    launched = start_and_watch(cmd, name=args.name, server=args.server, url=args.url, stall=args.stall,
+                               timeout=args.timeout, kill_on_stall=True, sinks=sinks, ledger=ledger)
+    try:
+        if launched.verdict.outcome != "ready":
+            return _finish(sinks or [JsonEvents()], launched.verdict, launched.note)
+        if not launched.run.url:
+            raise InputError("the server's URL is not known: pass --url")
+        metrics, result = _bench(launched.run.url, args, console)
+        launch_run = ledger.get(launched.verdict.run_id)
+        run_id = _record_bench(ledger, metrics, result, launch_run, launched.run.name)
+        return _show_bench(args, console, metrics, result, run_id)
+    finally:
+        if process.group_alive(launched.pgid):
+            process.stop_group(launched.pgid, popen=launched.popen)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    ledger = Ledger(args.ledger)
+    chosen = []
+    for number in args.runs:
+        run = ledger.get(number)
+        if run is None or run["kind"] != "bench":
+            raise LookupError(f"run {number} is not a benchmark run (see firedup runs)")
+        chosen.append(run)
+    if len(chosen) < 2:
+        raise InputError("compare needs two runs or more")
+    for other in chosen[1:]:
+        differences = workload_differences(chosen[0], other)
+        if differences and not args.force:
+            listed = "; ".join(f"{k} {a} vs {b}" for k, a, b in differences)
+            raise InputError(f"runs {chosen[0]['id']} and {other['id']} measured different workloads ({listed}): "
+                             "their numbers are not comparable (--force to compare anyway)")
+    report = compare(chosen)
+    if args.json:
+        print(json.dumps(report, default=str))
+    else:
+        view.compare_table(report, Console(highlight=False))
+    return 0
+
+
+COMMANDS = {"diagnose": cmd_diagnose, "bench": cmd_bench, "run": cmd_run, "compare": cmd_compare, "watch": cmd_watch, "launch": cmd_launch, "stop": cmd_stop, "ps": cmd_ps,
             "runs": cmd_runs, "show": cmd_show, "diff": cmd_diff}
 
 
@@ -419,7 +608,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (InputError, RuleError, LookupError, ssh.SSHError, LedgerError, ValueError) as e:
+    except (InputError, RuleError, LookupError, ssh.SSHError, LedgerError, WorkloadError, HttpError, OSError,
+            ValueError) as e:
         print(f"firedup: {e}", file=sys.stderr)
         return USAGE_ERROR
 

@@ -48,9 +48,14 @@ MIGRATIONS = (
     ALTER TABLE runs ADD COLUMN fingerprint TEXT;
     CREATE INDEX runs_fingerprint ON runs (fingerprint, started);
     """,
+    # 3: benchmark runs: what was sent and what was measured
+    """
+    ALTER TABLE runs ADD COLUMN workload TEXT;
+    ALTER TABLE runs ADD COLUMN metrics TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
-JSON_COLUMNS = ("command", "config", "phases", "evidence", "environment")
+JSON_COLUMNS = ("command", "config", "phases", "evidence", "environment", "workload", "metrics")
 
 
 class LedgerError(Exception):
@@ -135,11 +140,12 @@ class Ledger:
         return _decode(row) if row else None
 
     def find(self, *, name: str | None = None, server: str | None = None, since: float | None = None,
-             fingerprint: str | None = None, outcome: str | None = None, limit: int | None = None) -> list[dict]:
+             fingerprint: str | None = None, outcome: str | None = None, kind: str | None = None,
+             limit: int | None = None) -> list[dict]:
         """Runs, newest first."""
         where, params = [], []
         for column, value in (("name", name), ("server", server), ("fingerprint", fingerprint),
-                              ("outcome", outcome)):
+                              ("outcome", outcome), ("kind", kind)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)

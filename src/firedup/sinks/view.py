@@ -80,3 +80,72 @@ def diff(a: int, b: int, changes: list[dict[str, Any]], console: Console) -> Non
             new = f"{new:.1f} s" if new is not None else "-"
         table.add_row(c["section"], c["key"], "-" if old is None else str(old), "-" if new is None else str(new))
     console.print(table)
+
+
+BENCH_LINES = (
+    ("Successful requests", "completed", "{:.0f}"), ("Failed requests", "failed", "{:.0f}"),
+    ("Benchmark duration (s)", "duration", "{:.2f}"), ("Total input tokens", "total_input_tokens", "{:.0f}"),
+    ("Total generated tokens", "total_output_tokens", "{:.0f}"),
+    ("Request throughput (req/s)", "request_throughput", "{:.2f}"),
+    ("Request goodput (req/s)", "request_goodput", "{:.2f}"),
+    ("Output token throughput (tok/s)", "output_throughput", "{:.2f}"),
+    ("Total token throughput (tok/s)", "total_token_throughput", "{:.2f}"),
+)
+
+
+def bench_report(result: dict[str, Any], console: Console) -> None:
+    """The numbers of one benchmark, laid out like `vllm bench serve` prints them."""
+    m = result
+    console.print(Text("{s:=^50}".format(s=" Serving Benchmark Result "), "bold"))
+    for label, key, fmt in BENCH_LINES:
+        if m.get(key) is not None:
+            console.print(f"{label + ':':<40}{fmt.format(m[key]):<10}")
+    for name, title in (("ttft", "Time to First Token"), ("tpot", "Time per Output Token (excl. 1st token)"),
+                        ("itl", "Inter-token Latency"), ("e2el", "End-to-end Latency")):
+        console.print(Text("{s:-^50}".format(s=title), "bold"))
+        for key in sorted(k for k in m if k.endswith(f"_{name}_ms")):
+            stat = key.split("_")[0]
+            label = {"mean": "Mean", "median": "Median", "std": "Std"}.get(stat, stat.upper())
+            console.print(f"{f'{label} {name.upper()} (ms):':<40}{m[key]:<10.2f}")
+    if result.get("speculative"):
+        s = result["speculative"]
+        console.print(Text("{s:-^50}".format(s="Speculative decoding"), "bold"))
+        console.print(f"{'Acceptance rate:':<40}{s['acceptance_rate']:<10.3f}")
+        if s.get("acceptance_length") is not None:
+            console.print(f"{'Acceptance length:':<40}{s['acceptance_length']:<10.2f}")
+    console.print("=" * 50)
+    health = result["health"]
+    if not health["valid"]:
+        console.print(Text("not the server's number: the client was the bottleneck (" + "; ".join(health["problems"])
+                           + ")", "bold red"))
+    for warning in result.get("warnings", ()):
+        console.print(Text(f"note: {warning}", "yellow"))
+
+
+def compare_table(report: dict[str, Any], console: Console) -> None:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("metric")
+    ids = report["runs"]
+    table.add_column(f"run {ids[0]}", justify="right")
+    for other in ids[1:]:
+        table.add_column(f"run {other}", justify="right")
+        table.add_column("Δ", justify="right")
+        table.add_column("")
+    for row in report["rows"]:
+        cells = [row["metric"], _num(row["values"][0])]
+        for value, change in zip(row["values"][1:], row["changes"]):
+            delta = change["delta_pct"]
+            style = {"regression": "red", "improvement": "green"}.get(change["verdict"], "dim")
+            cells += [_num(value), f"{delta:+.1f}%" if delta is not None else "", Text(change["verdict"], style)]
+        table.add_row(*cells)
+    console.print(table)
+    for other, changes in zip(ids[1:], report["changes"]):
+        if changes:
+            console.print(Text(f"changed from run {ids[0]} to run {other}: ", "bold") +
+                          Text("; ".join(f"{c['key']} {c['a']} → {c['b']}" for c in changes)))
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if abs(value) < 1000 else f"{value:.0f}"

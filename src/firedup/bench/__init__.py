@@ -1,0 +1,1 @@
+"""Measure a ready server through its OpenAI-compatible API."""

@@ -1,0 +1,96 @@
+"""Benchmark metrics with the definitions and JSON key names of
+``vllm bench serve`` (TTFT, TPOT, ITL per streamed chunk, E2EL; mean, median,
+std, p99 and any other percentiles; request, output and total token
+throughput; failed; request goodput), computed from per-request raw data that
+is kept, so other definitions can be recomputed."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class RequestResult:
+    ok: bool
+    start: float  # seconds since the run began
+    latency: float = 0.0  # end to end
+    ttft: float = 0.0
+    itl: list[float] = field(default_factory=list)  # between streamed chunks after the first
+    prompt_tokens: int = 0  # from the server's usage
+    output_tokens: int = 0  # from the server's usage
+    chunks: int = 0  # streamed chunks with content: the client-side count
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks, as numpy.percentile does by default."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def _summary(name: str, seconds: list[float], percentiles: list[float]) -> dict[str, float]:
+    ms = [1000 * s for s in seconds]
+    out = {
+        f"mean_{name}_ms": statistics.fmean(ms) if ms else 0.0,
+        f"median_{name}_ms": statistics.median(ms) if ms else 0.0,
+        f"std_{name}_ms": statistics.pstdev(ms) if ms else 0.0,
+    }
+    for q in percentiles:
+        out[f"p{q:g}_{name}_ms"] = percentile(ms, q)
+    return out
+
+
+def compute(results: list[RequestResult], duration: float, *, percentiles: list[float] = (99,),
+            goodput: dict[str, float] | None = None) -> dict[str, Any]:
+    """The metrics of one run. ``goodput`` holds SLOs in ms: ttft, tpot, e2el."""
+    ok = [r for r in results if r.ok]
+    ttfts, tpots, itls, e2els = [], [], [], []
+    good = 0
+    for r in ok:
+        tpot = (r.latency - r.ttft) / (r.output_tokens - 1) if r.output_tokens > 1 else None
+        if tpot is not None:
+            tpots.append(tpot)
+        ttfts.append(r.ttft)
+        itls.extend(r.itl)
+        e2els.append(r.latency)
+        if goodput and all(
+            value is None or value * 1000 <= goodput[slo]
+            for slo, value in (("ttft", r.ttft), ("tpot", tpot), ("e2el", r.latency)) if slo in goodput
+        ):
+            good += 1
+    total_in = sum(r.prompt_tokens for r in ok)
+    total_out = sum(r.output_tokens for r in ok)
+    out: dict[str, Any] = {
+        "duration": duration,
+        "completed": len(ok),
+        "failed": len(results) - len(ok),
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": len(ok) / duration if duration else 0.0,
+        "request_goodput": good / duration if goodput and duration else None,
+        "output_throughput": total_out / duration if duration else 0.0,
+        "total_token_throughput": (total_in + total_out) / duration if duration else 0.0,
+    }
+    percentiles = list(percentiles)
+    for name, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
+        out.update(_summary(name, values, percentiles))
+    return out
+
+
+def count_disagreement(results: list[RequestResult]) -> float:
+    """How far the client's count of streamed chunks is from the server's
+    usage count of output tokens (a fraction of the usage total)."""
+    usage = sum(r.output_tokens for r in results if r.ok)
+    chunks = sum(r.chunks for r in results if r.ok)
+    return abs(chunks - usage) / usage if usage else 0.0

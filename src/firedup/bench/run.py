@@ -1,0 +1,246 @@
+"""Run a benchmark: discover the model, warm up, send the workload at the
+asked concurrency or rate, watch the client's own health, diff the server's
+Prometheus counters (speculative decoding), and compute the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import client, metrics
+from .workload import Workload
+
+# A run whose client could not keep up is not the server's number.
+MAX_LOOP_LAG_MS = 50.0
+MAX_CLIENT_CPU = 0.9  # of one core
+MIN_RATE_ACHIEVED = 0.95
+LAG_PROBE = 0.01
+
+
+@dataclass
+class BenchResult:
+    url: str
+    model: str
+    workload: dict[str, Any]
+    metrics: dict[str, Any]
+    health: dict[str, Any]
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    speculative: dict[str, float] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return self.health["valid"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "model": self.model, "workload": self.workload, **self.metrics,
+                "health": self.health, "speculative": self.speculative, "warnings": self.warnings,
+                "requests": self.requests}
+
+
+async def _model(endpoint: client.Endpoint) -> str:
+    conn = await endpoint.connect()
+    try:
+        models = await conn.get_json("/v1/models")
+        return models["data"][0]["id"]
+    except (KeyError, IndexError, TypeError):
+        raise client.HttpError("GET /v1/models named no model: pass --model") from None
+    finally:
+        conn.close()
+
+
+async def _prometheus(endpoint: client.Endpoint) -> dict[str, float]:
+    """Counters of /metrics summed over labels (empty when the server has none)."""
+    try:
+        conn = await endpoint.connect()
+        status, headers = await conn.send("GET", "/metrics")
+        body = b"".join([piece async for piece in conn.body(headers)]).decode(errors="replace")
+        conn.close()
+    except (OSError, client.HttpError):
+        return {}
+    if status != 200:
+        return {}
+    out: dict[str, float] = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                out[name.split("{")[0]] = out.get(name.split("{")[0], 0.0) + float(value)
+            except ValueError:
+                continue
+    return out
+
+
+def speculative(before: dict[str, float], after: dict[str, float]) -> dict[str, float] | None:
+    """Acceptance of speculative decoding over the run, from vLLM's counters."""
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    drafts = delta("vllm:spec_decode_num_drafts_total")
+    drafted = delta("vllm:spec_decode_num_draft_tokens_total")
+    accepted = delta("vllm:spec_decode_num_accepted_tokens_total")
+    if not drafted:
+        return None
+    return {"acceptance_rate": accepted / drafted,
+            "acceptance_length": 1 + accepted / drafts if drafts else None,
+            "draft_tokens": drafted, "accepted_tokens": accepted}
+
+
+class _Pool:
+    def __init__(self, endpoint: client.Endpoint):
+        self.endpoint = endpoint
+        self.idle: list[client.Connection] = []
+
+    async def get(self) -> client.Connection:
+        return self.idle.pop() if self.idle else await self.endpoint.connect()
+
+    def put(self, conn: client.Connection) -> None:
+        if conn.reusable:
+            self.idle.append(conn)
+        else:
+            conn.close()
+
+    def close(self) -> None:
+        for conn in self.idle:
+            conn.close()
+
+
+async def _one(pool: _Pool, workload: Workload, model: str, prompt: str, max_tokens: int, t0: float):
+    path, payload = workload.payload(model, prompt, max_tokens)
+    try:
+        conn = await pool.get()
+    except OSError as e:
+        return metrics.RequestResult(ok=False, start=time.perf_counter() - t0, error=f"connect: {e}")
+    result = await client.stream(conn, path, payload, workload.chat, t0)
+    pool.put(conn)
+    return result
+
+
+async def run_async(url: str, workload: Workload, model: str | None = None,
+                    on_result: Callable[[metrics.RequestResult], None] | None = None,
+                    percentiles: list[float] = (99,), goodput: dict[str, float] | None = None) -> BenchResult:
+    endpoint = client.Endpoint(url)
+    model = model or await _model(endpoint)
+    items = workload.prompts()
+    pool = _Pool(endpoint)
+    for prompt, n in items[:workload.warmup]:
+        await _one(pool, workload, model, prompt, n, time.perf_counter())
+    before = await _prometheus(endpoint)
+
+    results: list[metrics.RequestResult] = []
+    lags: list[float] = []
+    stop = asyncio.Event()
+
+    async def lag_probe() -> None:
+        while not stop.is_set():
+            start = time.perf_counter()
+            await asyncio.sleep(LAG_PROBE)
+            lags.append(max(0.0, time.perf_counter() - start - LAG_PROBE))
+
+    def done(result: metrics.RequestResult) -> None:
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    deadline = t0 + workload.duration if workload.duration else None
+    probe = asyncio.create_task(lag_probe())
+    sent = 0
+
+    def more() -> bool:
+        return (workload.num_prompts is None or sent < len(items)) and (deadline is None or time.perf_counter() < deadline)
+
+    if workload.request_rate:
+        rng = random.Random(workload.seed)
+        gate = asyncio.Semaphore(workload.concurrency) if workload.concurrency else None
+        tasks = []
+
+        async def limited(prompt: str, n: int) -> None:
+            if gate is None:
+                done(await _one(pool, workload, model, prompt, n, t0))
+                return
+            async with gate:
+                done(await _one(pool, workload, model, prompt, n, t0))
+
+        next_at = t0
+        while more():
+            prompt, n = items[sent % len(items)]
+            tasks.append(asyncio.create_task(limited(prompt, n)))
+            sent += 1
+            next_at += rng.gammavariate(workload.burstiness, 1.0 / (workload.request_rate * workload.burstiness))
+            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+        send_span = time.perf_counter() - t0
+        await asyncio.gather(*tasks)
+    else:
+        async def worker() -> None:
+            nonlocal sent
+            while more():
+                prompt, n = items[sent % len(items)]
+                sent += 1
+                done(await _one(pool, workload, model, prompt, n, t0))
+
+        await asyncio.gather(*(worker() for _ in range(workload.concurrency or 1)))
+        send_span = time.perf_counter() - t0
+    duration = time.perf_counter() - t0
+    stop.set()
+    await probe
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    pool.close()
+    after = await _prometheus(endpoint)
+
+    cpu = (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) / duration if duration else 0.0
+    lag_p99 = 1000 * metrics.percentile(lags, 99)
+    health: dict[str, Any] = {"client_cpu": cpu, "loop_lag_p99_ms": lag_p99, "sent": sent}
+    problems = []
+    if workload.request_rate:
+        achieved = sent / send_span if send_span else 0.0
+        health.update(target_rate=workload.request_rate, achieved_rate=achieved)
+        if achieved < MIN_RATE_ACHIEVED * workload.request_rate:
+            problems.append(f"sent {achieved:.1f} req/s of the {workload.request_rate:g} asked")
+    if lag_p99 > MAX_LOOP_LAG_MS:
+        problems.append(f"the client's event loop lagged {lag_p99:.0f} ms (p99)")
+    if cpu > MAX_CLIENT_CPU:
+        problems.append(f"the client used {100 * cpu:.0f}% of a core")
+    health["valid"] = not problems
+    health["problems"] = problems
+
+    computed = metrics.compute(results, duration, percentiles=list(percentiles), goodput=goodput)
+    computed.update(max_concurrency=workload.concurrency, request_rate=workload.request_rate,
+                    burstiness=workload.burstiness)
+    warnings = []
+    off = metrics.count_disagreement(results)
+    if off > 0.01:
+        warnings.append(f"streamed chunks and the server's usage disagree by {100 * off:.1f}% on output tokens "
+                        "(several tokens per chunk?): token counts are the server's")
+    if any(r.ok and r.output_tokens != n for r, (_, n) in zip(results, items)) and not workload.dataset:
+        short = sum(1 for r in results if r.ok and r.output_tokens < workload.output_len)
+        if short:
+            warnings.append(f"{short} request(s) stopped before {workload.output_len} tokens (end of sequence): "
+                            "output throughput counts the tokens generated (--ignore-eos asks for all)")
+    return BenchResult(url=endpoint.base, model=model, workload=workload.describe(), metrics=computed,
+                       health=health, requests=[r.to_dict() for r in results],
+                       speculative=speculative(before, after), warnings=warnings)
+
+
+def run(url: str, workload: Workload, **kwargs: Any) -> BenchResult:
+    return asyncio.run(run_async(url, workload, **kwargs))
+
+
+def calibrate(workload: Workload, **kwargs: Any) -> BenchResult:
+    """The client's own ceiling: the same workload against a zero-work server
+    in another process (so that the two do not share a core's worth of Python)."""
+    server = subprocess.Popen([sys.executable, "-m", "firedup.bench.zero"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        return run(f"http://127.0.0.1:{port}", workload, **kwargs)
+    finally:
+        server.kill()
+        server.wait()

@@ -1,0 +1,56 @@
+"""A zero-work streaming server on loopback: answers /v1/models and streams
+``max_tokens`` chunks at once for completions, so a benchmark against it
+measures the client alone (``firedup bench --calibrate``, benchmarks/client.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+CHUNK = b'data: {"id":"x","object":"text_completion","model":"zero","choices":[{"index":0,"text":"a","finish_reason":null}]}\n\n'
+MODELS = json.dumps({"object": "list", "data": [{"id": "zero", "object": "model"}]}).encode()
+
+
+def _chunked(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            body = await reader.readexactly(length) if length else b""
+            if head.startswith(b"GET /v1/models"):
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                             % (len(MODELS), MODELS))
+                continue
+            request = json.loads(body or b"{}")
+            n = int(request.get("max_tokens") or 16)
+            usage = json.dumps({"choices": [], "usage": {"prompt_tokens": len(request.get("prompt", "").split()),
+                                                         "completion_tokens": n}}).encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         + _chunked(CHUNK * n + b"data: " + usage + b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n")
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def serve(port: int = 0) -> asyncio.base_events.Server:
+    return await asyncio.start_server(_handle, "127.0.0.1", port)
+
+
+async def _main() -> None:
+    server = await serve()
+    print(server.sockets[0].getsockname()[1], flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())

@@ -1,0 +1,107 @@
+"""firedup bench: metric definitions, the client on a zero-work server, compare."""
+
+import json
+import statistics
+
+import pytest
+
+from firedup.bench.compare import aggregate, compare, judge, workload_differences
+from firedup.bench.metrics import RequestResult, compute, percentile
+from firedup.bench.run import calibrate
+from firedup.bench.workload import Workload, WorkloadError, load_dataset
+from firedup.ledger.store import Ledger
+
+from .conftest import run_cli
+
+
+def test_percentile_interpolates_like_numpy():
+    values = [1.0, 2.0, 3.0, 4.0, 10.0]
+    assert percentile(values, 50) == 3.0
+    assert percentile(values, 99) == pytest.approx(9.76)  # numpy.percentile(values, 99)
+    assert percentile(values, 0) == 1.0 and percentile([], 99) == 0.0
+
+
+def test_metric_definitions_follow_vllm_bench_serve():
+    results = [
+        RequestResult(ok=True, start=0.0, latency=1.0, ttft=0.1, itl=[0.3, 0.3, 0.3], prompt_tokens=10,
+                      output_tokens=4, chunks=4),
+        RequestResult(ok=True, start=0.5, latency=2.0, ttft=0.2, itl=[0.9, 0.9], prompt_tokens=20,
+                      output_tokens=3, chunks=3),
+        RequestResult(ok=False, start=1.0, error="HTTP 500"),
+    ]
+    m = compute(results, duration=4.0, percentiles=[50, 99], goodput={"ttft": 150})
+    assert (m["completed"], m["failed"], m["total_input_tokens"], m["total_output_tokens"]) == (2, 1, 30, 7)
+    assert m["request_throughput"] == 0.5 and m["output_throughput"] == 1.75 and m["total_token_throughput"] == 9.25
+    assert m["request_goodput"] == 0.25  # only the first meets ttft <= 150 ms
+    assert m["mean_ttft_ms"] == pytest.approx(150.0) and m["median_ttft_ms"] == pytest.approx(150.0)
+    assert m["std_ttft_ms"] == pytest.approx(50.0)  # population std, as numpy
+    assert m["mean_tpot_ms"] == pytest.approx((300.0 + 900.0) / 2)  # (latency - ttft) / (tokens - 1)
+    assert m["mean_itl_ms"] == pytest.approx(statistics.fmean([300, 300, 300, 900, 900]))
+    assert m["p50_e2el_ms"] == pytest.approx(1500.0) and "p99_itl_ms" in m
+
+
+def test_client_against_a_zero_work_server_counts_tokens_from_usage():
+    result = calibrate(Workload(concurrency=8, num_prompts=200, input_len=8, output_len=32, warmup=1))
+    m = result.metrics
+    assert m["completed"] == 200 and m["failed"] == 0
+    assert m["total_output_tokens"] == 200 * 32
+    assert all(r["chunks"] == r["output_tokens"] == 32 for r in result.requests)
+    assert all(len(r["itl"]) == 31 for r in result.requests)
+    assert not result.warnings
+
+
+def test_request_rate_is_achieved_and_checked():
+    result = calibrate(Workload(request_rate=50, num_prompts=100, input_len=8, output_len=8, warmup=0))
+    health = result.health
+    assert health["target_rate"] == 50 and health["achieved_rate"] == pytest.approx(50, rel=0.35)
+    assert result.metrics["completed"] == 100
+
+
+def test_datasets(tmp_path):
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"prompt": "hello", "output_len": 5}\n{"prompt": "world"}\n')
+    assert load_dataset(str(jsonl), 7) == [("hello", 5), ("world", 7)]
+    share = tmp_path / "sharegpt.json"
+    share.write_text(json.dumps([{"conversations": [{"from": "human", "value": "hi there"},
+                                                    {"from": "gpt", "value": "one two three"}]}]))
+    assert load_dataset(str(share), 7) == [("hi there", 3)]
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(WorkloadError):
+        load_dataset(str(bad), 7)
+    assert len(Workload(num_prompts=5, dataset=str(jsonl)).prompts()) == 5
+
+
+def test_noise_is_told_from_a_change():
+    assert judge([100, 101, 99], [90, 91, 89], higher_is_better=True) == "regression"
+    assert judge([100, 101, 99], [100.5, 99.5, 101], higher_is_better=True) == "within noise"
+    assert judge([100, 110, 90], [82, 120, 101], higher_is_better=True) == "within noise"
+    assert judge([10, 11, 9], [20, 21, 19], higher_is_better=False) == "regression"  # latency up
+    assert judge([100], [90], higher_is_better=True).startswith("noise unknown")
+
+
+def _bench_run(ledger, **overrides):
+    metrics = aggregate([{"output_throughput": v, "mean_ttft_ms": 50.0, "client": "firedup 0.1.0", "model": "m"}
+                         for v in overrides.pop("throughput")])
+    workload = {**Workload(concurrency=4).describe(), **overrides.pop("workload", {})}
+    return ledger.record(kind="bench", outcome="ready", workload=workload, metrics=metrics, **overrides)
+
+
+def test_compare_shows_deltas_noise_and_what_changed():
+    with Ledger() as ledger:
+        a = _bench_run(ledger, throughput=[89.5, 89.0, 90.1], config={"attention_backend": "flashinfer"},
+                       environment={"packages": {"torch": "2.8.0"}})
+        b = _bench_run(ledger, throughput=[83.9, 84.2, 83.5], config={"attention_backend": "triton"},
+                       environment={"packages": {"torch": "2.9.1"}})
+        c = _bench_run(ledger, throughput=[83.9], workload={"input_len": 1024})
+        report = compare([ledger.get(a), ledger.get(b)])
+        assert workload_differences(ledger.get(a), ledger.get(c)) == [("input_len", 256, 1024)]
+    row = next(r for r in report["rows"] if r["metric"] == "output_throughput")
+    assert row["changes"][0]["verdict"] == "regression" and row["changes"][0]["delta_pct"] == pytest.approx(-6.3, abs=0.1)
+    keys = {(c["key"], c["a"], c["b"]) for c in report["changes"][0]}
+    assert ("attention_backend", "flashinfer", "triton") in keys and ("torch", "2.8.0", "2.9.1") in keys
+    text = run_cli("compare", str(a), str(b)).stdout.decode()
+    assert "regression" in text and "attention_backend flashinfer → triton" in text
+    refused = run_cli("compare", str(a), str(c))
+    assert refused.returncode == 2 and "different workloads" in refused.stderr.decode()
+    assert run_cli("compare", "--force", str(a), str(c)).returncode == 0
