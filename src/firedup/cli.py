@@ -353,10 +353,15 @@ class Labelled:
         pass
 
 
-def cmd_launch(args: argparse.Namespace) -> int:
+def _server_command(args: argparse.Namespace) -> list[str]:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
-        raise InputError("launch needs a command: firedup launch [options] -- CMD ...")
+        raise InputError(f"{args.command} needs a command: firedup {args.command} [options] -- CMD ...")
+    return cmd
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    cmd = _server_command(args)
     console = Console(highlight=False)
     ledger = Ledger(args.ledger)
     sinks = _sinks(args, console, f"launch {os.path.basename(cmd[0])}")
@@ -554,9 +559,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-    if not cmd:
-        raise InputError("run needs a command: firedup run [options] -- CMD ...")
+    cmd = _server_command(args)
     console = Console(highlight=False)
     ledger = Ledger(args.ledger)
     sinks = [PlainView(console)] if not args.json else []
