@@ -1,0 +1,58 @@
+"""firedup bench against the real tiny-model servers: the metrics hold together."""
+
+import os
+import signal
+import threading
+
+import firedup
+from firedup.bench.run import run as bench
+from firedup.bench.workload import Workload
+
+from .test_servers import ENV, MODEL, TF, VLLM, free_port, need, tf, vllm
+
+
+def consistent(result, workload):
+    m = result.metrics
+    assert m["completed"] == workload.num_prompts and m["failed"] == 0
+    assert m["total_output_tokens"] == sum(r["output_tokens"] for r in result.requests)
+    for r in result.requests:
+        assert 0 < r["output_tokens"] <= workload.output_len and r["prompt_tokens"] > 0
+        assert 0 < r["ttft"] <= r["latency"]
+        assert len(r["itl"]) == r["chunks"] - 1
+        assert sum(r["itl"]) <= r["latency"] - r["ttft"] + 1e-6
+    tpots = [(r["latency"] - r["ttft"]) / (r["output_tokens"] - 1) for r in result.requests if r["output_tokens"] > 1]
+    assert abs(m["mean_tpot_ms"] - 1000 * sum(tpots) / len(tpots)) < 1e-6
+    usage = sum(r["output_tokens"] for r in result.requests)
+    off = abs(sum(r["chunks"] for r in result.requests) - usage) / usage
+    assert (off > 0.01) == any("disagree" in w for w in result.warnings)  # said when it matters
+
+
+@need(TF)
+def test_transformers_serve_metrics_hold_together(tmp_path):
+    workload = Workload(concurrency=2, num_prompts=6, input_len=16, output_len=16, warmup=1)
+    with firedup.launch([str(a) for a in tf(MODEL, free_port())], env=ENV, log=tmp_path / "s.log", stall=120) as server:
+        result = bench(server.url, workload)
+    consistent(result, workload)
+
+
+@need(VLLM)
+def test_vllm_metrics_hold_together_and_chunks_match_usage(tmp_path):
+    workload = Workload(concurrency=2, num_prompts=6, input_len=16, output_len=16, warmup=1, ignore_eos=True)
+    with firedup.launch([str(a) for a in vllm(MODEL, free_port())], env=ENV, log=tmp_path / "s.log", stall=120) as server:
+        result = bench(server.url, workload, percentiles=[50, 90, 99])
+    consistent(result, workload)
+    assert all(r["output_tokens"] == 16 for r in result.requests)  # ignore_eos honoured by vLLM
+    assert "p90_itl_ms" in result.metrics
+
+
+@need(TF)
+def test_requests_fail_and_are_counted_when_the_server_is_killed_mid_run(tmp_path):
+    workload = Workload(concurrency=2, duration=6, num_prompts=None, input_len=16, output_len=16, warmup=1)
+    with firedup.launch([str(a) for a in tf(MODEL, free_port())], env=ENV, log=tmp_path / "s.log", stall=120) as server:
+        killer = threading.Timer(2.0, lambda: os.killpg(server.pid, signal.SIGKILL))
+        killer.start()
+        result = bench(server.url, workload)
+        killer.join()
+    m = result.metrics
+    assert m["completed"] >= 1 and m["failed"] >= 1
+    assert all(r["error"] for r in result.requests if not r["ok"])
