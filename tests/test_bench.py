@@ -105,3 +105,24 @@ def test_compare_shows_deltas_noise_and_what_changed():
     refused = run_cli("compare", str(a), str(c))
     assert refused.returncode == 2 and "different workloads" in refused.stderr.decode()
     assert run_cli("compare", "--force", str(a), str(c)).returncode == 0
+
+
+def test_bench_cli_plots_and_records(tmp_path):
+    png = tmp_path / "bench.png"
+    proc = run_cli("bench", "--calibrate", "--concurrency", "4", "--num-prompts", "100", "--output-len", "16",
+                   "--input-len", "8", "--json", "--plot", str(png))
+    out = json.loads(proc.stdout)
+    assert out["completed"] == 100 and out["failed"] == 0 and "health" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    second = json.loads(run_cli("bench", "--calibrate", "--concurrency", "4", "--num-prompts", "100",
+                                "--output-len", "16", "--input-len", "8", "--json").stdout)
+    compared = run_cli("compare", str(out["run_id"]), str(second["run_id"]), "--plot", str(tmp_path / "c.png"))
+    assert compared.returncode == 0 and (tmp_path / "c.png").exists()
+
+
+def test_bench_usage_errors(tmp_path):
+    assert run_cli("bench").returncode == 2
+    assert run_cli("bench", "no-such-server").returncode == 2
+    proc = run_cli("bench", "http://127.0.0.1:9/", "--num-prompts", "1", "--warmup", "0")
+    assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup:")
+    assert run_cli("bench", "--calibrate", "--goodput", "speed:3").returncode == 2

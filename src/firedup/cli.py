@@ -14,12 +14,14 @@ from urllib.parse import urlsplit
 
 from rich.console import Console
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from . import __version__, rules, runs
 from .bench.compare import aggregate, compare, workload_differences
 from .bench.run import BenchResult, calibrate
 from .bench.run import run as bench_run
+from .bench import plot
 from .bench.client import HttpError
 from .bench.workload import Workload, WorkloadError
 from .diagnose import InputError, diagnose
@@ -82,6 +84,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--percentiles", default="99", help="comma-separated, e.g. 50,90,99")
     p.add_argument("--repeat", type=int, default=1, help="run K times to tell a change from noise")
     p.add_argument("--calibrate", action="store_true", help="measure the client's own ceiling on a zero-work server")
+    p.add_argument("--plot", metavar="FILE.png", help="throughput and latency over time (needs matplotlib)")
     p.add_argument("--json", action="store_true")
 
 
@@ -174,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     cp = sub.add_parser("compare", help="benchmark runs side by side: deltas, noise, what changed")
     cp.add_argument("runs", type=int, nargs="+", metavar="RUN")
     cp.add_argument("--force", action="store_true", help="compare even when the workloads differ")
+    cp.add_argument("--plot", metavar="FILE.png", help="the key metrics side by side (needs matplotlib)")
     cp.add_argument("--json", action="store_true")
     _ledger_option(cp)
 
@@ -496,10 +500,16 @@ def _bench(url: str, args: argparse.Namespace, console: Console) -> tuple[dict, 
     workload = _workload(args)
     percentiles = [float(p) for p in args.percentiles.split(",") if p.strip()]
     results = []
-    for _ in range(args.repeat):
-        kwargs = {"model": args.model, "percentiles": percentiles, "goodput": _goodput(args.goodput)}
-        result = calibrate(workload, **kwargs) if args.calibrate else bench_run(url, workload, **kwargs)
-        results.append(result)
+    total = (workload.num_prompts or 0) * args.repeat
+    show = console.is_terminal and not args.json
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not show) as progress:
+        task = progress.add_task("requests", total=total or None)
+        for _ in range(args.repeat):
+            kwargs = {"model": args.model, "percentiles": percentiles, "goodput": _goodput(args.goodput),
+                      "on_result": lambda r: progress.advance(task)}
+            result = calibrate(workload, **kwargs) if args.calibrate else bench_run(url, workload, **kwargs)
+            results.append(result)
     metrics = aggregate([{**r.metrics, "client": f"firedup {__version__}", "model": r.model,
                           "health": r.health, "speculative": r.speculative} for r in results])
     last = results[-1]
@@ -537,6 +547,8 @@ def _target(ledger: Ledger, target: str | None) -> tuple[str, dict | None, str |
 
 
 def _show_bench(args, console, metrics, result, run_id) -> int:
+    if args.plot:
+        plot.bench(result.requests, args.plot, f"run {run_id}: {result.model} at {result.url}")
     if args.json:
         print(json.dumps({**result.to_dict(), **{k: v for k, v in metrics.items() if k != "requests"},
                           "run_id": run_id}, default=str))
@@ -596,6 +608,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise InputError(f"runs {chosen[0]['id']} and {other['id']} measured different workloads ({listed}): "
                              "their numbers are not comparable (--force to compare anyway)")
     report = compare(chosen)
+    if args.plot:
+        plot.comparison(report, args.plot)
     if args.json:
         print(json.dumps(report, default=str))
     else:
@@ -612,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except (InputError, RuleError, LookupError, ssh.SSHError, LedgerError, WorkloadError, HttpError, OSError,
-            ValueError) as e:
+            plot.PlotError, ValueError) as e:
         print(f"firedup: {e}", file=sys.stderr)
         return USAGE_ERROR
 

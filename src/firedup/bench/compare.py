@@ -25,7 +25,7 @@ def aggregate(repeats: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = dict(repeats[-1])
     for key, value in repeats[-1].items():
         values = [r.get(key) for r in repeats]
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) and len(set(values)) > 1:
             out[key] = statistics.fmean(values)
     out["repeats"] = repeats
     return out
