@@ -41,15 +41,42 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pa
                 writer.write(head + _chunked(CHUNK * n) + tail)
             else:  # one token every `pace` seconds, like a server decoding
                 writer.write(head)
-                for _ in range(n):
-                    await asyncio.sleep(pace)
-                    writer.write(_chunked(CHUNK))
-                writer.write(tail)
+                finished = asyncio.get_running_loop().create_future()
+                _streams.append([writer, n, tail, finished])
+                _ticker(pace)
+                await finished
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
         writer.close()
+
+
+_streams: list[list] = []  # paced streams: [writer, tokens left, tail, future]
+_ticking: list[asyncio.Task] = []
+
+
+def _ticker(pace: float) -> None:
+    """One task writes a token to every paced stream each tick: exact pacing
+    for hundreds of streams without hundreds of timers."""
+    if _ticking:
+        return
+
+    async def tick() -> None:
+        next_at = asyncio.get_running_loop().time()
+        while True:
+            next_at += pace
+            await asyncio.sleep(max(0.0, next_at - asyncio.get_running_loop().time()))
+            for stream in list(_streams):
+                writer, left, tail, finished = stream
+                writer.write(_chunked(CHUNK))
+                stream[1] = left - 1
+                if left == 1:
+                    writer.write(tail)
+                    _streams.remove(stream)
+                    finished.set_result(None)
+
+    _ticking.append(asyncio.get_running_loop().create_task(tick()))
 
 
 async def serve(port: int = 0, pace: float = 0.0) -> asyncio.base_events.Server:
