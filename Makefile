@@ -36,6 +36,7 @@ demo: $(VENV)/.installed servers
 test: $(VENV)/.installed servers
 	$(PY) -m pytest -q
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed servers
 	$(PY) benchmarks/scan.py
 	$(PY) benchmarks/latency.py
+	$(PY) benchmarks/client.py
