@@ -113,7 +113,8 @@ class PlainView:
         elif name == "config":
             text = ", ".join(f"{k}={v}" for k, v in list(fields["config"].items())[:6])
         elif name == "expect":
-            text = (f"usually ready after {fields['ready_after']:.0f} s ({fields['runs']} runs): "
+            runs = fields["runs"]
+            text = (f"usually ready after {fields['ready_after']:.0f} s ({runs} run{'s' if runs != 1 else ''}): "
                     + ", ".join(f"{p} {s:.0f} s" for p, s in fields["phases"].items()))
         else:
             text = " ".join(f"{k}={v}" for k, v in fields.items())
