@@ -1,7 +1,11 @@
-"""A lean streaming client for OpenAI-compatible servers: HTTP/1.1 over
-asyncio streams with keep-alive connections and a small SSE reader, so the
+"""A lean streaming client for OpenAI-compatible servers: HTTP/1.1 over an
+asyncio protocol with keep-alive connections and a small SSE reader, so the
 client adds as little as possible to what it measures. (aiohttp, which
-``vllm bench serve`` uses, spends most of a small request in its own machinery.)"""
+``vllm bench serve`` uses, spends most of a small request in its own machinery.)
+
+Bytes are timestamped as they arrive, in the transport's ``data_received``:
+when a batched server sends a token to hundreds of streams at once, the last
+stream's token is still timed when it came, not when its coroutine got a turn."""
 
 from __future__ import annotations
 
@@ -11,9 +15,6 @@ import time
 from urllib.parse import urlsplit
 
 from .metrics import RequestResult
-
-READ_TIMEOUT = 600.0
-
 
 class HttpError(Exception):
     pass
@@ -30,24 +31,85 @@ class Endpoint:
         self.authority = parts.netloc
 
     async def connect(self) -> Connection:
-        reader, writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
-        return Connection(self, reader, writer)
+        _, reader = await asyncio.get_running_loop().create_connection(_Reader, self.host, self.port)
+        return Connection(self, reader)
+
+
+class _Reader(asyncio.Protocol):
+    """Received bytes, each piece with the time it arrived."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.times: list[tuple[int, float]] = []  # (end offset in buf, arrival time)
+        self.closed = False
+        self.transport: asyncio.Transport | None = None
+        self._waiter: asyncio.Future | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        self.times.append((len(self.buf), time.perf_counter()))
+        self._wake()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _more(self) -> None:
+        if self.closed:
+            raise asyncio.IncompleteReadError(bytes(self.buf), None)
+        self._waiter = asyncio.get_running_loop().create_future()
+        await self._waiter
+
+    def _take(self, n: int) -> tuple[bytes, float]:
+        """The first n bytes, and when the last of them arrived."""
+        data = bytes(self.buf[:n])
+        arrived = next(t for end, t in self.times if end >= n)
+        del self.buf[:n]
+        self.times = [(end - n, t) for end, t in self.times if end > n]
+        return data, arrived
+
+    async def readline(self) -> bytes:
+        while (i := self.buf.find(b"\n")) < 0:
+            await self._more()
+        return self._take(i + 1)[0]
+
+    async def readexactly(self, n: int) -> tuple[bytes, float]:
+        while len(self.buf) < n:
+            await self._more()
+        return self._take(n)
+
+    async def read(self) -> tuple[bytes, float]:
+        """What is there (at least a byte), or b"" once the connection closed."""
+        while not self.buf:
+            if self.closed:
+                return b"", time.perf_counter()
+            await self._more()
+        return self._take(len(self.buf))
 
 
 class Connection:
-    def __init__(self, endpoint: Endpoint, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(self, endpoint: Endpoint, reader: _Reader):
         self.endpoint = endpoint
         self.reader = reader
-        self.writer = writer
         self.reusable = True
 
     def close(self) -> None:
-        self.writer.close()
+        if self.reader.transport is not None:
+            self.reader.transport.close()
 
     async def send(self, method: str, path: str, body: bytes = b"") -> tuple[int, dict[str, str]]:
         head = (f"{method} {path} HTTP/1.1\r\nHost: {self.endpoint.authority}\r\n"
                 f"Content-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n")
-        self.writer.write(head.encode() + body)
+        if self.reader.closed:
+            raise HttpError("connection closed by the server")
+        self.reader.transport.write(head.encode() + body)
         status_line = await self.reader.readline()
         if not status_line:
             raise HttpError("connection closed by the server")
@@ -67,32 +129,26 @@ class Connection:
         return status, headers
 
     async def body(self, headers: dict[str, str]):
-        """The response body, piece by piece as it arrives."""
+        """The response body, piece by piece: (bytes, when the last of them arrived)."""
         if headers.get("transfer-encoding", "").lower() == "chunked":
             while True:
                 size = int((await self.reader.readline()).split(b";")[0], 16)
                 if size == 0:
                     await self.reader.readline()
                     return
-                data = await self.reader.readexactly(size)
+                piece = await self.reader.readexactly(size)
                 await self.reader.readexactly(2)
-                yield data
+                yield piece
         elif "content-length" in headers:
-            left = int(headers["content-length"])
-            while left:
-                data = await self.reader.read(min(left, 1 << 16))
-                if not data:
-                    raise HttpError("connection closed mid-body")
-                left -= len(data)
-                yield data
+            yield await self.reader.readexactly(int(headers["content-length"]))
         else:
             self.reusable = False
-            while data := await self.reader.read(1 << 16):
-                yield data
+            while (piece := await self.reader.read())[0]:
+                yield piece
 
     async def get_json(self, path: str):
         status, headers = await self.send("GET", path)
-        body = b"".join([piece async for piece in self.body(headers)])
+        body = b"".join([data async for data, _ in self.body(headers)])
         if status != 200:
             raise HttpError(f"GET {path} -> {status}: {body[:200]!r}")
         return json.loads(body)
@@ -108,11 +164,10 @@ async def stream(conn: Connection, path: str, payload: dict, chat: bool, t0: flo
         pending = b""
         last = 0.0
         done = False
-        async for piece in conn.body(headers):
+        async for piece, now in conn.body(headers):
             if status != 200:
                 pending += piece
                 continue
-            now = time.perf_counter()
             pending += piece
             *events, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
             for event in events:

@@ -61,7 +61,7 @@ async def _prometheus(endpoint: client.Endpoint) -> dict[str, float]:
     try:
         conn = await endpoint.connect()
         status, headers = await conn.send("GET", "/metrics")
-        body = b"".join([piece async for piece in conn.body(headers)]).decode(errors="replace")
+        body = b"".join([data async for data, _ in conn.body(headers)]).decode(errors="replace")
         conn.close()
     except (OSError, client.HttpError):
         return {}
