@@ -133,8 +133,8 @@ def main() -> None:
             results[name].append(measure(argv))
 
     print(f"\nfile: {mb:.0f} MB, {args.repeat} runs each, best run shown\n")
-    print(f"| tool | MB/s | seconds | peak RSS (MB) | result |")
-    print(f"|---|---:|---:|---:|---|")
+    print("| tool | MB/s | seconds | peak RSS (MB) | result |")
+    print("|---|---:|---:|---:|---|")
     for name, runs in results.items():
         wall, rss, text = min(runs)
         if name.startswith("firedup"):

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
-import os
 
 from .diagnose import InputError
 from .engine import Engine
