@@ -223,3 +223,59 @@ def test_tf_ready_with_a_one_token_probe(tmp_path):
     launched = launch(tf(MODEL, free_port()), tmp_path, probe_generate=True)
     assert launched.verdict.outcome == "ready"
     assert_stopped(launched)
+
+
+# -- llama.cpp (llama-cpp-python's server) -------------------------------------
+
+LLAMA = SERVERS / "venv-llama" / "bin" / "python"
+GGUF = SERVERS / "models" / "tiny-llama.gguf"
+
+
+def llama(model, port, *extra):
+    return [LLAMA, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1", "--port", port,
+            "--n_ctx", "512", *extra]
+
+
+@need(GGUF)
+def test_llama_ready(tmp_path):
+    launched = launch(llama(GGUF, free_port()), tmp_path)
+    assert launched.verdict.server == "llamacpp"
+    assert launched.verdict.evidence["line"].startswith("INFO:     Uvicorn running on http://127.0.0.1:")
+    assert_stopped(launched)
+
+
+@need(GGUF)
+def test_llama_missing_model(tmp_path):
+    v = launch(llama(tmp_path / "no-such.gguf", free_port()), tmp_path).verdict
+    assert (v.outcome, v.cause) == ("failed", "model_not_found")
+
+
+@need(GGUF)
+def test_llama_port_in_use(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        v = launch(llama(GGUF, holder.getsockname()[1]), tmp_path).verdict
+    assert (v.outcome, v.cause) == ("failed", "port_in_use")
+
+
+@need(GGUF)
+def test_llama_invalid_flag(tmp_path):
+    v = launch(llama(GGUF, free_port(), "--no-such-flag"), tmp_path).verdict
+    assert (v.outcome, v.cause) == ("failed", "bad_argument")
+
+
+@need(GGUF)
+def test_llama_truncated_gguf(tmp_path):
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(GGUF.read_bytes()[: GGUF.stat().st_size // 2])
+    v = launch(llama(broken, free_port()), tmp_path).verdict
+    assert (v.outcome, v.cause) == ("failed", "corrupt_checkpoint")
+
+
+@need(GGUF)
+def test_llama_blocked_on_a_fifo_is_stalled(tmp_path):
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)
+    launched = launch(llama(fifo, free_port()), tmp_path, stall=10, kill_on_stall=True)
+    assert launched.verdict.outcome == "stalled" and not group_alive(launched.pgid)
