@@ -39,8 +39,9 @@ _PREFIXES = [
     re.compile(r"(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] "),
     # TensorRT-LLM: "[TensorRT-LLM][INFO] ", "[TRT-LLM] [I] "
     re.compile(r"\[(?:TensorRT-LLM|TRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] "),
-    # lmdeploy / python logging: "2024-04-02 10:00:00,123 - lmdeploy - INFO - "
-    re.compile(r"(?P<origin>[\w.]+) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "),
+    # lmdeploy / python logging: "lmdeploy - INFO - [pid=1 ppid=0] - async_engine.py:130 - " (after its timestamp)
+    re.compile(r"(?:- )?(?P<origin>[\w.]+) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:\[pid=\d+ ppid=\d+\] - )?"
+               r"(?:[\w.]+:\d+ - )?"),
 ]
 
 
