@@ -450,10 +450,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_show(args: argparse.Namespace) -> int:
-    run = Ledger(args.ledger).get(args.run)
+def _ledger_run(ledger: Ledger, number: int) -> dict:
+    run = ledger.get(number)
     if run is None:
-        raise LookupError(f"no run {args.run} in the ledger (see firedup runs)")
+        raise LookupError(f"no run {number} in the ledger (see firedup runs)")
+    return run
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    run = _ledger_run(Ledger(args.ledger), args.run)
     if args.json:
         print(json.dumps(run, default=str))
         return 0
@@ -463,10 +468,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     ledger = Ledger(args.ledger)
-    runs_ = [ledger.get(args.a), ledger.get(args.b)]
-    for number, run in zip((args.a, args.b), runs_):
-        if run is None:
-            raise LookupError(f"no run {number} in the ledger (see firedup runs)")
+    runs_ = [_ledger_run(ledger, args.a), _ledger_run(ledger, args.b)]
     changes = history.diff(*runs_)
     if args.json:
         print(json.dumps({"a": args.a, "b": args.b, "changes": changes}, default=str))
@@ -535,10 +537,7 @@ def _target(ledger: Ledger, target: str | None) -> tuple[str, dict | None, str |
         return target, None, None
     name = target
     if target.isdigit():
-        run = ledger.get(int(target))
-        if run is None:
-            raise LookupError(f"no run {target} in the ledger (see firedup runs)")
-        name = run["name"]
+        name = _ledger_run(ledger, int(target))["name"]
     record = runs.load(name)
     if not record.url:
         raise InputError(f"{name} has no known URL: pass it")
@@ -595,8 +594,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     ledger = Ledger(args.ledger)
     chosen = []
     for number in args.runs:
-        run = ledger.get(number)
-        if run is None or run["kind"] != "bench":
+        run = _ledger_run(ledger, number)
+        if run["kind"] != "bench":
             raise LookupError(f"run {number} is not a benchmark run (see firedup runs)")
         chosen.append(run)
     if len(chosen) < 2:

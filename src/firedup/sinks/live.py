@@ -24,6 +24,15 @@ def phase_line(phases: dict[str, float]) -> str:
     return ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases.items() if seconds >= 0.5)
 
 
+def final(console: Console, verdict: Verdict, note: str | None) -> None:
+    """The verdict, its phase durations and what to do next."""
+    summary.render(verdict, console)
+    if verdict.phases:
+        console.print(Text(f"  phases: {phase_line(verdict.phases)}", "dim"))
+    if note:
+        console.print(Text(f"  {note}"))
+
+
 class Eta:
     """Remaining time of a progress counter from its rate since it was first seen."""
 
@@ -80,11 +89,7 @@ class LiveView:
 
     def verdict(self, verdict: Verdict, note: str | None = None) -> None:
         self.live.stop()
-        summary.render(verdict, self.console)
-        if verdict.phases:
-            self.console.print(Text(f"  phases: {phase_line(verdict.phases)}", "dim"))
-        if note:
-            self.console.print(Text(f"  {note}"))
+        final(self.console, verdict, note)
 
     def close(self) -> None:
         self.live.stop()
@@ -124,11 +129,7 @@ class PlainView:
         pass
 
     def verdict(self, verdict: Verdict, note: str | None = None) -> None:
-        summary.render(verdict, self.console)
-        if verdict.phases:
-            self.console.print(Text(f"  phases: {phase_line(verdict.phases)}", "dim"))
-        if note:
-            self.console.print(Text(f"  {note}"))
+        final(self.console, verdict, note)
 
     def close(self) -> None:
         pass
