@@ -6,9 +6,13 @@ same zero-work streaming server on loopback (firedup.bench.zero, one process).
 - ceiling: 256 concurrent streams of 128 tokens each, all sent at once by the
   server: the highest sustained output-token and request rate of each client;
 - added latency: 256 concurrent streams of 32 tokens paced 20 ms apart (what a
-  decoding server does): p99 end-to-end latency minus the server's own 640 ms
-  (this includes the one-process server's own delays), and, for firedup, the
-  p99 lag of its event loop: how late a chunk that has arrived is timestamped.
+  decoding server does): p99 end-to-end latency minus the paced 640 ms (which
+  includes the one-process server's own delays) for every client, and, for
+  firedup, the p99 over requests of its end-to-end latency minus the server's
+  own for the same request (the server logs when it had read each request
+  and wrote its last token; requests are matched by response id, times
+  compared on the shared CLOCK_MONOTONIC), and how late its event loop read
+  the bytes the kernel had received (p99).
 
     python benchmarks/client.py [--requests 3000]
 """
@@ -22,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from firedup.bench.metrics import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVERS = Path(os.environ.get("FIREDUP_SERVERS", ROOT / ".servers"))
@@ -47,10 +53,19 @@ print("RESULT " + json.dumps({k: result.get(k) for k in ("output_throughput", "r
 """
 
 
-def zero_server(pace_ms: int = 0) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "firedup.bench.zero", str(pace_ms)], stdout=subprocess.PIPE,
-                            text=True)
+def zero_server(pace_ms: int = 0, log: Path | None = None) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "firedup.bench.zero", str(pace_ms)]
+                            + (["--log", str(log)] if log else []), stdout=subprocess.PIPE, text=True)
     return proc, f"http://127.0.0.1:{proc.stdout.readline().strip()}"
+
+
+def added_latency(requests: list[dict], server_log: Path) -> list[float]:
+    """Per request, in ms: the client's end-to-end latency minus the server's own."""
+    server = {}
+    for line in server_log.read_text().splitlines():
+        entry = json.loads(line)
+        server[entry["id"]] = entry["last_sent"] - entry["received"]
+    return [1000 * (r["latency"] - server[r["id"]]) for r in requests if r["ok"] and r["id"] in server]
 
 
 def firedup(url: str, requests: int, output_len: int) -> dict:
@@ -59,8 +74,9 @@ def firedup(url: str, requests: int, output_len: int) -> dict:
                           "--json", "--warmup", "8"], capture_output=True, text=True,
                          env={**os.environ, "FIREDUP_LEDGER": str(Path(tempfile.gettempdir()) / "client-bench.db")})
     data = json.loads(out.stdout)
-    return {**{k: data.get(k) for k in ("output_throughput", "request_throughput", "p99_e2el_ms", "completed", "failed")},
-            "loop_lag_p99_ms": data["health"]["loop_lag_p99_ms"]}
+    return {**{k: data.get(k) for k in ("output_throughput", "request_throughput", "p99_e2el_ms", "completed", "failed",
+                                        "requests")},
+            "read_lag_p99_ms": data["health"]["read_lag_p99_ms"]}
 
 
 def vllm(url: str, requests: int, output_len: int) -> dict | None:
@@ -115,26 +131,36 @@ def main() -> None:
         finally:
             server.kill()
             server.wait()
-        server, url = zero_server(PACE_MS)
-        try:
-            paced = fn(url, min(args.requests, 4 * CONCURRENCY), PACED_TOKENS)
-        finally:
-            server.kill()
-            server.wait()
+        with tempfile.TemporaryDirectory() as d:
+            log = Path(d) / "server.jsonl"
+            server, url = zero_server(PACE_MS, log)
+            try:
+                paced = fn(url, min(args.requests, 4 * CONCURRENCY), PACED_TOKENS)
+            finally:
+                server.kill()
+                server.wait()
+            if paced and "requests" in paced:
+                added = added_latency(paced["requests"], log)
+                paced["added_p99_ms"] = percentile(added, 99)
+                paced["added_max_ms"] = max(added)
+                paced["matched"] = len(added)
         rows[name] = (ceiling, paced)
 
     print(f"\n{CONCURRENCY} concurrent streams, zero-work server on loopback, {args.requests} requests of 128 tokens; "
           f"added latency: {PACED_TOKENS} tokens paced {PACE_MS} ms\n")
-    print("| client | output tok/s | requests/s | p99 E2EL over the paced 640 ms (ms) | event-loop lag p99 (ms) |")
-    print("|---|---:|---:|---:|---:|")
+    print("| client | output tok/s | requests/s | p99 E2EL over the paced 640 ms (ms) "
+          "| added latency per request p99 / max (ms) | read lag p99 (ms) |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, (ceiling, paced) in rows.items():
         if ceiling is None:
-            print(f"| {name} | not installed | | | |")
+            print(f"| {name} | not installed | | | | |")
             continue
-        added = paced["p99_e2el_ms"] - PACED_TOKENS * PACE_MS if paced else float("nan")
-        lag = f"{paced['loop_lag_p99_ms']:.2f}" if paced and "loop_lag_p99_ms" in paced else "not measured"
-        print(f"| {name} | {ceiling['output_throughput']:.0f} | {ceiling['request_throughput']:.0f} | {added:.1f} "
-              f"| {lag} |")
+        over = paced["p99_e2el_ms"] - PACED_TOKENS * PACE_MS if paced else float("nan")
+        added = (f"{paced['added_p99_ms']:.2f} / {paced['added_max_ms']:.2f} ({paced['matched']} requests)"
+                 if paced and "added_p99_ms" in paced else "not measured")
+        lag = f"{paced['read_lag_p99_ms']:.2f}" if paced and "read_lag_p99_ms" in paced else "not measured"
+        print(f"| {name} | {ceiling['output_throughput']:.0f} | {ceiling['request_throughput']:.0f} | {over:.1f} "
+              f"| {added} | {lag} |")
     others = [c["output_throughput"] for n, (c, _) in rows.items() if c and n != "firedup bench"]
     if others:
         print(f"\nfiredup / best other: {rows['firedup bench'][0]['output_throughput'] / max(others):.2f}x")

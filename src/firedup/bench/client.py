@@ -1,23 +1,66 @@
-"""A lean streaming client for OpenAI-compatible servers: HTTP/1.1 over an
-asyncio protocol with keep-alive connections and a small SSE reader, so the
-client adds as little as possible to what it measures. (aiohttp, which
-``vllm bench serve`` uses, spends most of a small request in its own machinery.)
+"""A lean streaming client for OpenAI-compatible servers: HTTP/1.1 on
+keep-alive sockets read straight from the event loop, responses and their SSE
+events parsed as the bytes arrive, so the client adds as little as possible
+to what it measures. (aiohttp, which ``vllm bench serve`` uses, spends most of
+a small request in its own machinery.)
 
-Bytes are timestamped as they arrive, in the transport's ``data_received``:
-when a batched server sends a token to hundreds of streams at once, the last
-stream's token is still timed when it came, not when its coroutine got a turn."""
+Bytes are timed by the kernel when they reach the socket (``SO_TIMESTAMPNS``,
+on Linux), not when the client gets round to reading them: when a batched
+server sends a token to hundreds of streams at once, the last stream's token
+is still timed when it came. How late the client read is kept as well
+(``Endpoint.read_lag``), as a measure of the client's own health."""
 
 from __future__ import annotations
 
+import array
 import asyncio
 import json
+import platform
+import socket
+import struct
+import sys
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from .metrics import RequestResult
 
+READ_SIZE = 1 << 18
+# SO_TIMESTAMPNS is 35 in asm-generic (x86-64, arm64); Python's socket module does not name it.
+_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64") else None
+_ANCILLARY = socket.CMSG_SPACE(16) if _TIMESTAMPNS else 0
+
+
+_DECODER = json.JSONDecoder()
+
+
 class HttpError(Exception):
     pass
+
+
+def enable_timestamps(sock: socket.socket) -> None:
+    if _TIMESTAMPNS:
+        sock.setsockopt(socket.SOL_SOCKET, _TIMESTAMPNS, 1)
+
+
+def receive(sock: socket.socket) -> tuple[bytes, float, float] | None:
+    """What a non-blocking socket holds (b"" once it closed), when it reached
+    the socket on the perf_counter clock and how long ago that was; None when
+    there is nothing to read. The kernel stamps on the wall clock: only the
+    short interval between its stamp and now is taken from that clock."""
+    try:
+        data, ancillary, _, _ = sock.recvmsg(READ_SIZE, _ANCILLARY)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        return b"", time.perf_counter(), 0.0
+    now = time.perf_counter()
+    for level, kind, stamp in ancillary:
+        if level == socket.SOL_SOCKET and kind == _TIMESTAMPNS and len(stamp) >= 16:
+            sec, nsec = struct.unpack("qq", stamp[:16])
+            lag = max(0, time.time_ns() - sec * 1_000_000_000 - nsec) / 1e9
+            return data, now - lag, lag
+    return data, now, 0.0
 
 
 class Endpoint:
@@ -29,182 +72,284 @@ class Endpoint:
         self.port = parts.port or 80
         self.base = f"http://{parts.netloc}"
         self.authority = parts.netloc
+        self.read_lag = array.array("d")  # seconds between the kernel's stamp and the client's read
+        self._addresses: list | None = None
 
     async def connect(self) -> Connection:
-        _, reader = await asyncio.get_running_loop().create_connection(_Reader, self.host, self.port)
-        return Connection(self, reader)
+        loop = asyncio.get_running_loop()
+        if self._addresses is None:
+            self._addresses = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        error: OSError = OSError(f"cannot resolve {self.host}")
+        for family, kind, proto, _, address in self._addresses:
+            sock = socket.socket(family, kind, proto)
+            sock.setblocking(False)
+            try:
+                await loop.sock_connect(sock, address)
+            except OSError as e:
+                sock.close()
+                error = e
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            enable_timestamps(sock)
+            return Connection(self, sock)
+        raise error
 
 
-class _Reader(asyncio.Protocol):
-    """Received bytes, each piece with the time it arrived."""
+class _Response:
+    """One HTTP/1.1 response, parsed as its bytes arrive. Body pieces (a chunk
+    of a chunked body, or what came) go to ``on_piece(piece, arrived)`` while
+    the status is 200; any other body is kept for the error message."""
 
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.times: list[tuple[int, float]] = []  # (end offset in buf, arrival time)
-        self.closed = False
-        self.transport: asyncio.Transport | None = None
-        self._waiter: asyncio.Future | None = None
+    def __init__(self, on_piece: Callable[[bytes, float], None] | None, head_only: bool):
+        self.on_piece = on_piece
+        self.head_only = head_only
+        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.buf = b""  # received and not yet parsed from self.pos on
+        self.pos = 0
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.body = bytearray()  # kept when there is no on_piece, or the status is not 200
+        self.last = 0.0  # when the last byte arrived
+        self._state = self._head
+        self._left = 0
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    @property
+    def leftover(self) -> bytes:
+        return self.buf[self.pos:]
 
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        self.times.append((len(self.buf), time.perf_counter()))
-        self._wake()
+    def feed(self, data: bytes, arrived: float) -> None:
+        self.buf = self.buf[self.pos:] + data if self.pos < len(self.buf) else data
+        self.pos = 0
+        self.last = arrived
+        try:
+            while not self.done.done() and self._state(arrived):
+                pass
+        except Exception as e:  # whatever a server sends, the request ends rather than hangs
+            self.fail(e if isinstance(e, HttpError) else HttpError(f"malformed response: {e!r}"))
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self._wake()
+    def eof(self, arrived: float) -> None:
+        if self._state == self._until_close:
+            self._finish()
+        else:
+            self.fail(HttpError("connection closed by the server"))
 
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+    def fail(self, error: Exception) -> None:
+        if not self.done.done():
+            self.done.set_exception(error)
 
-    async def _more(self) -> None:
-        if self.closed:
-            raise asyncio.IncompleteReadError(bytes(self.buf), None)
-        self._waiter = asyncio.get_running_loop().create_future()
-        await self._waiter
+    def _finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
 
-    def _take(self, n: int) -> tuple[bytes, float]:
-        """The first n bytes, and when the last of them arrived."""
-        data = bytes(self.buf[:n])
-        arrived = next(t for end, t in self.times if end >= n)
-        del self.buf[:n]
-        self.times = [(end - n, t) for end, t in self.times if end > n]
-        return data, arrived
+    def _piece(self, piece: bytes, arrived: float) -> None:
+        if self.on_piece is not None and self.status == 200:
+            self.on_piece(piece, arrived)
+        else:
+            self.body += piece
 
-    async def readline(self) -> bytes:
-        while (i := self.buf.find(b"\n")) < 0:
-            await self._more()
-        return self._take(i + 1)[0]
+    # Each state consumes what it can from self.pos on and says whether to go on.
+    def _head(self, arrived: float) -> bool:
+        end = self.buf.find(b"\r\n\r\n", self.pos)
+        if end < 0:
+            return False
+        lines = self.buf[self.pos:end].decode("latin-1").split("\r\n")
+        self.pos = end + 4
+        try:
+            self.status = int(lines[0].split()[1])
+        except (IndexError, ValueError):
+            raise HttpError(f"not an HTTP response: {lines[0][:80]!r}") from None
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            self.headers[name.strip().lower()] = value.strip()
+        if self.head_only or self.status in (204, 304) or 100 <= self.status < 200:
+            self._finish()
+        elif self.headers.get("transfer-encoding", "").lower() == "chunked":
+            self._state = self._chunk_size
+        elif "content-length" in self.headers:
+            self._left = int(self.headers["content-length"])
+            self._state = self._sized
+        else:
+            self._state = self._until_close
+        return True
 
-    async def readexactly(self, n: int) -> tuple[bytes, float]:
-        while len(self.buf) < n:
-            await self._more()
-        return self._take(n)
+    def _chunk_size(self, arrived: float) -> bool:
+        end = self.buf.find(b"\r\n", self.pos)
+        if end < 0:
+            return False
+        self._left = int(self.buf[self.pos:end].partition(b";")[0], 16)
+        self.pos = end + 2
+        self._state = self._chunk_data if self._left else self._trailer
+        return True
 
-    async def read(self) -> tuple[bytes, float]:
-        """What is there (at least a byte), or b"" once the connection closed."""
-        while not self.buf:
-            if self.closed:
-                return b"", time.perf_counter()
-            await self._more()
-        return self._take(len(self.buf))
+    def _chunk_data(self, arrived: float) -> bool:
+        end = self.pos + self._left
+        if len(self.buf) < end + 2:
+            return False
+        piece = self.buf[self.pos:end]
+        self.pos = end + 2
+        self._state = self._chunk_size
+        self._piece(piece, arrived)
+        return True
+
+    def _trailer(self, arrived: float) -> bool:
+        end = self.buf.find(b"\r\n", self.pos)
+        if end < 0:
+            return False
+        last = end == self.pos
+        self.pos = end + 2
+        if last:
+            self._finish()
+        return True
+
+    def _sized(self, arrived: float) -> bool:
+        end = self.pos + self._left
+        if len(self.buf) < end:
+            return False
+        piece = self.buf[self.pos:end]
+        self.pos = end
+        self._piece(piece, arrived)
+        self._finish()
+        return True
+
+    def _until_close(self, arrived: float) -> bool:
+        if self.pos < len(self.buf):
+            self._piece(self.buf[self.pos:], arrived)
+            self.pos = len(self.buf)
+        return False
 
 
 class Connection:
-    def __init__(self, endpoint: Endpoint, reader: _Reader):
+    def __init__(self, endpoint: Endpoint, sock: socket.socket):
         self.endpoint = endpoint
-        self.reader = reader
+        self.sock = sock
+        self.loop = asyncio.get_running_loop()
+        self.closed = False
         self.reusable = True
+        self._response: _Response | None = None
+        self.loop.add_reader(sock.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        received = receive(self.sock)
+        if received is None:
+            return
+        data, arrived, lag = received
+        if not data:
+            self._hang_up()
+            if self._response is not None:
+                self._response.eof(arrived)
+            return
+        self.endpoint.read_lag.append(lag)
+        if self._response is None:  # bytes nobody asked for: the connection's framing is lost
+            self.reusable = False
+            return
+        self._response.feed(data, arrived)
+
+    def _hang_up(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.loop.remove_reader(self.sock.fileno())
 
     def close(self) -> None:
-        if self.reader.transport is not None:
-            self.reader.transport.close()
+        self._hang_up()
+        self.sock.close()
 
-    async def send(self, method: str, path: str, body: bytes = b"") -> tuple[int, dict[str, str]]:
+    async def request(self, method: str, path: str, body: bytes = b"",
+                      on_piece: Callable[[bytes, float], None] | None = None) -> _Response:
+        """Send a request and wait for its whole response; a 200 response's
+        body pieces go to ``on_piece`` as they arrive."""
+        if self.closed:
+            raise HttpError("connection closed by the server")
         head = (f"{method} {path} HTTP/1.1\r\nHost: {self.endpoint.authority}\r\n"
                 f"Content-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n")
-        if self.reader.closed:
-            raise HttpError("connection closed by the server")
-        self.reader.transport.write(head.encode() + body)
-        status_line = await self.reader.readline()
-        if not status_line:
-            raise HttpError("connection closed by the server")
+        response = self._response = _Response(on_piece, head_only=method == "HEAD")
         try:
-            status = int(status_line.split()[1])
-        except (IndexError, ValueError):
-            raise HttpError(f"not an HTTP response: {status_line[:80]!r}") from None
-        headers = {}
-        while True:
-            line = await self.reader.readline()
-            if line in (b"\r\n", b"\n", b""):
-                break
-            name, _, value = line.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
-        if headers.get("connection", "").lower() == "close":
+            await self.loop.sock_sendall(self.sock, head.encode() + body)
+            await response.done
+        except BaseException:
             self.reusable = False
-        return status, headers
-
-    async def body(self, headers: dict[str, str]):
-        """The response body, piece by piece: (bytes, when the last of them arrived)."""
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            while True:
-                size = int((await self.reader.readline()).split(b";")[0], 16)
-                if size == 0:
-                    await self.reader.readline()
-                    return
-                piece = await self.reader.readexactly(size)
-                await self.reader.readexactly(2)
-                yield piece
-        elif "content-length" in headers:
-            yield await self.reader.readexactly(int(headers["content-length"]))
-        else:
+            raise
+        finally:
+            self._response = None
+        if response.leftover or response.headers.get("connection", "").lower() == "close":
             self.reusable = False
-            while (piece := await self.reader.read())[0]:
-                yield piece
+        return response
 
     async def get_json(self, path: str):
-        status, headers = await self.send("GET", path)
-        body = b"".join([data async for data, _ in self.body(headers)])
-        if status != 200:
-            raise HttpError(f"GET {path} -> {status}: {body[:200]!r}")
-        return json.loads(body)
+        response = await self.request("GET", path)
+        if response.status != 200:
+            raise HttpError(f"GET {path} -> {response.status}: {bytes(response.body[:200])!r}")
+        return json.loads(response.body)
+
+
+class _Events:
+    """The SSE events of one streamed completion, read into its result as they arrive."""
+
+    def __init__(self, result: RequestResult, chat: bool, start: float):
+        self.result = result
+        self.chat = chat
+        self.start = start
+        self.pending = b""
+        self.last = 0.0
+        self.done = False
+
+    def feed(self, piece: bytes, arrived: float) -> None:
+        if self.pending:
+            piece = self.pending + piece
+        if b"\r" in piece:
+            piece = piece.replace(b"\r\n", b"\n")
+        *events, self.pending = piece.split(b"\n\n")
+        for event in events:
+            for line in event.split(b"\n"):
+                if line[:5] == b"data:":
+                    self._data(line[5:].strip(), arrived)
+
+    def _data(self, data: bytes, arrived: float) -> None:
+        if data == b"[DONE]":
+            self.done = True
+            return
+        result = self.result
+        chunk = _DECODER.raw_decode(data.decode())[0]
+        if not result.id:
+            result.id = chunk.get("id") or ""
+        usage = chunk.get("usage")
+        if usage:
+            result.prompt_tokens = usage.get("prompt_tokens") or 0
+            result.output_tokens = usage.get("completion_tokens") or 0
+        choices = chunk.get("choices")
+        if not choices:
+            return
+        choice = choices[0]
+        if self.chat:
+            delta = choice.get("delta") or {}
+            text = delta.get("content") or delta.get("reasoning_content")
+        else:
+            text = choice.get("text")
+        if text:
+            if result.chunks == 0:
+                result.ttft = arrived - self.start
+            else:
+                result.itl.append(arrived - self.last)
+            self.last = arrived
+            result.chunks += 1
 
 
 async def stream(conn: Connection, path: str, payload: dict, chat: bool, t0: float) -> RequestResult:
-    """One streamed completion; times are seconds since ``t0`` (the run's start)."""
+    """One streamed completion; times are seconds since ``t0`` (the run's
+    start), and its end is when the last byte of the response arrived."""
     body = json.dumps(payload).encode()
     start = time.perf_counter()
     result = RequestResult(ok=False, start=start - t0)
+    events = _Events(result, chat, start)
     try:
-        status, headers = await conn.send("POST", path, body)
-        pending = b""
-        last = 0.0
-        done = False
-        async for piece, now in conn.body(headers):
-            if status != 200:
-                pending += piece
-                continue
-            pending += piece
-            *events, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
-            for event in events:
-                for line in event.split(b"\n"):
-                    if not line.startswith(b"data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        done = True
-                        continue
-                    chunk = json.loads(data)
-                    usage = chunk.get("usage")
-                    if usage:
-                        result.prompt_tokens = usage.get("prompt_tokens") or 0
-                        result.output_tokens = usage.get("completion_tokens") or 0
-                    choices = chunk.get("choices") or ()
-                    if not choices:
-                        continue
-                    choice = choices[0]
-                    text = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
-                    if chat and not text:
-                        text = (choice.get("delta") or {}).get("reasoning_content")
-                    if text:
-                        if result.chunks == 0:
-                            result.ttft = now - start
-                        else:
-                            result.itl.append(now - last)
-                        last = now
-                        result.chunks += 1
-        result.latency = time.perf_counter() - start
-        if status != 200:
-            result.error = f"HTTP {status}: {pending[:200].decode(errors='replace')}"
-        elif not done and result.chunks == 0:
+        response = await conn.request("POST", path, body, events.feed)
+        result.latency = response.last - start
+        if response.status != 200:
+            result.error = f"HTTP {response.status}: {bytes(response.body[:200]).decode(errors='replace')}"
+        elif not events.done and result.chunks == 0:
             result.error = "the stream ended without a token"
         else:
             result.ok = True
-    except (OSError, HttpError, asyncio.IncompleteReadError, ValueError) as e:
+    except (OSError, HttpError, ValueError) as e:
         conn.reusable = False
         result.latency = time.perf_counter() - start
         result.error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -23,9 +23,10 @@ class RequestResult:
     output_tokens: int = 0  # from the server's usage
     chunks: int = 0  # streamed chunks with content: the client-side count
     error: str = ""
+    id: str = ""  # the server's response id, to find the request in the server's log
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**vars(self), "itl": list(self.itl)}
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -60,13 +60,15 @@ async def _prometheus(endpoint: client.Endpoint) -> dict[str, float]:
     """Counters of /metrics summed over labels (empty when the server has none)."""
     try:
         conn = await endpoint.connect()
-        status, headers = await conn.send("GET", "/metrics")
-        body = b"".join([data async for data, _ in conn.body(headers)]).decode(errors="replace")
-        conn.close()
+        try:
+            response = await conn.request("GET", "/metrics")
+        finally:
+            conn.close()
     except (OSError, client.HttpError):
         return {}
-    if status != 200:
+    if response.status != 200:
         return {}
+    body = response.body.decode(errors="replace")
     out: dict[str, float] = {}
     for line in body.splitlines():
         if line and not line.startswith("#"):
@@ -99,7 +101,12 @@ class _Pool:
         self.idle: list[client.Connection] = []
 
     async def get(self) -> client.Connection:
-        return self.idle.pop() if self.idle else await self.endpoint.connect()
+        while self.idle:
+            conn = self.idle.pop()
+            if not conn.closed:
+                return conn
+            conn.close()  # the server hung up on an idle keep-alive connection
+        return await self.endpoint.connect()
 
     def put(self, conn: client.Connection) -> None:
         if conn.reusable:
@@ -149,6 +156,7 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
         if on_result is not None:
             on_result(result)
 
+    del endpoint.read_lag[:]  # the warm-up's reads are not the run's
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     deadline = t0 + workload.duration if workload.duration else None
@@ -198,7 +206,12 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
 
     cpu = (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) / duration if duration else 0.0
     lag_p99 = 1000 * metrics.percentile(lags, 99)
-    health: dict[str, Any] = {"client_cpu": cpu, "loop_lag_p99_ms": lag_p99, "sent": sent}
+    read_lag_p99 = 1000 * metrics.percentile(list(endpoint.read_lag), 99)
+    health: dict[str, Any] = {"client_cpu": cpu, "loop_lag_p99_ms": lag_p99, "read_lag_p99_ms": read_lag_p99,
+                              "sent": sent}
+    computed = metrics.compute(results, duration, percentiles=list(percentiles), goodput=goodput)
+    computed.update(max_concurrency=workload.concurrency, request_rate=workload.request_rate,
+                    burstiness=workload.burstiness)
     problems = []
     if workload.request_rate:
         achieved = sent / send_span if send_span else 0.0
@@ -207,20 +220,22 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
             problems.append(f"sent {achieved:.1f} req/s of the {workload.request_rate:g} asked")
     if lag_p99 > MAX_LOOP_LAG_MS:
         problems.append(f"the client's event loop lagged {lag_p99:.0f} ms (p99)")
+    # Bytes are timed when they reached the socket, but tokens of one stream
+    # that wait there together are read, and timed, together.
+    if read_lag_p99 > computed["median_itl_ms"] > 0:
+        problems.append(f"the client read the sockets {read_lag_p99:.1f} ms late (p99), later than the "
+                        f"{computed['median_itl_ms']:.1f} ms between tokens: tokens were timed together")
     if cpu > MAX_CLIENT_CPU:
         problems.append(f"the client used {100 * cpu:.0f}% of a core")
     health["valid"] = not problems
     health["problems"] = problems
 
-    computed = metrics.compute(results, duration, percentiles=list(percentiles), goodput=goodput)
-    computed.update(max_concurrency=workload.concurrency, request_rate=workload.request_rate,
-                    burstiness=workload.burstiness)
     warnings = []
     off = metrics.count_disagreement(results)
     if off > 0.01:
         warnings.append(f"streamed chunks and the server's usage disagree by {100 * off:.1f}% on output tokens "
                         "(several tokens per chunk?): token counts are the server's")
-    if any(r.ok and r.output_tokens != n for r, (_, n) in zip(results, items)) and not workload.dataset:
+    if not workload.dataset:  # random prompts all ask for output_len tokens
         short = sum(1 for r in results if r.ok and r.output_tokens < workload.output_len)
         if short:
             warnings.append(f"{short} request(s) stopped before {workload.output_len} tokens (end of sequence): "

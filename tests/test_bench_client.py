@@ -1,0 +1,115 @@
+"""The benchmark client: bytes timed when they reached the socket, each request
+matched to the server's own record of it, bad responses ending as errors."""
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from firedup.bench import client
+from firedup.bench.run import calibrate, run
+from firedup.bench.workload import Workload
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+END = b"0\r\n\r\n"
+
+
+def _chunk(event: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(event), event)
+
+
+def _token(text: str = "a") -> bytes:
+    return _chunk(b'data: {"id":"cmpl-1","choices":[{"index":0,"text":"%s"}]}\n\n' % text.encode())
+
+
+def _serve_once(respond) -> int:
+    """A server on loopback for one request: reads it, then ``respond(sock)``."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        sock, _ = listener.accept()
+        with sock:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += sock.recv(65536)
+            respond(sock)
+        listener.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener.getsockname()[1]
+
+
+def _stream_from(port: int, busy: tuple[float, float] | None = None):
+    """One streamed completion; ``busy``: (after, for how long) the client's event loop is blocked."""
+    async def go():
+        conn = await client.Endpoint(f"http://127.0.0.1:{port}").connect()
+        if busy:
+            asyncio.get_running_loop().call_later(busy[0], time.sleep, busy[1])
+        try:
+            return await asyncio.wait_for(
+                client.stream(conn, "/v1/completions", {"prompt": "x"}, False, time.perf_counter()), 10)
+        finally:
+            conn.close()
+    return asyncio.run(go())
+
+
+@pytest.mark.skipif(client._TIMESTAMPNS is None, reason="kernel receive stamps: Linux on x86-64 or arm64")
+def test_a_token_is_timed_when_it_reached_the_socket_not_when_the_busy_client_read_it():
+    def respond(sock):
+        time.sleep(0.05)
+        sock.sendall(HEAD + _token())  # arrives while the client is busy (20 to 320 ms)
+        time.sleep(0.35)
+        sock.sendall(_token() + _chunk(b"data: [DONE]\n\n") + END)
+
+    result = _stream_from(_serve_once(respond), busy=(0.02, 0.3))
+    assert result.ok and result.chunks == 2
+    assert 0.04 < result.ttft < 0.15  # read at about 320 ms
+    assert 0.3 < result.itl[0] < 0.45
+
+
+def test_each_request_is_matched_to_the_servers_record_and_contains_it(tmp_path):
+    log = tmp_path / "server.jsonl"
+    server = subprocess.Popen([sys.executable, "-m", "firedup.bench.zero", "5", "--log", str(log)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
+        result = run(url, Workload(concurrency=32, num_prompts=128, input_len=8, output_len=8, warmup=0))
+    finally:
+        server.kill()
+        server.wait()
+    record = {}
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        record[entry["id"]] = entry
+    assert sorted(r["id"] for r in result.requests) == sorted(record)
+    slack = 50e-6  # the kernel's stamp is carried from the wall clock to the monotonic one
+    for r in result.requests:
+        server_side = record[r["id"]]
+        assert r["ok"] and r["output_tokens"] == r["chunks"] == 8
+        assert r["ttft"] + slack >= server_side["first_sent"] - server_side["received"]
+        assert r["latency"] + slack >= server_side["last_sent"] - server_side["received"]
+    assert result.health["read_lag_p99_ms"] >= 0
+
+
+@pytest.mark.parametrize("response, error", [
+    (b"garbage\r\n\r\n", "not an HTTP response"),
+    (HEAD + b"zz\r\n", "malformed response"),
+    (HEAD + _chunk(b"data: [1, 2]\n\n"), "malformed response"),
+    (HEAD + _token(), "connection closed by the server"),
+    (b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops", "HTTP 500: oops"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "the stream ended without a token"),
+])
+def test_a_bad_response_ends_the_request_with_an_error_not_a_hang(response, error):
+    result = _stream_from(_serve_once(lambda sock: sock.sendall(response)))
+    assert not result.ok and error in result.error
+
+
+def test_chat_completions_are_streamed_and_counted():
+    result = calibrate(Workload(concurrency=4, num_prompts=20, input_len=8, output_len=8, warmup=1, chat=True))
+    assert result.metrics["completed"] == 20 and result.metrics["total_output_tokens"] == 160
+    assert all(r["chunks"] == 8 and r["id"].startswith("cmpl-") for r in result.requests)
