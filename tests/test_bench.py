@@ -7,7 +7,7 @@ import pytest
 
 from firedup.bench.compare import aggregate, compare, judge, workload_differences
 from firedup.bench.metrics import RequestResult, compute, percentile
-from firedup.bench.run import calibrate
+from firedup.bench.run import calibrate, parse_prometheus, speculative
 from firedup.bench.workload import Workload, WorkloadError, load_dataset
 from firedup.ledger.store import Ledger
 
@@ -55,6 +55,33 @@ def test_request_rate_is_achieved_and_checked():
     health = result.health
     assert health["target_rate"] == 50 and health["achieved_rate"] == pytest.approx(50, rel=0.35)
     assert result.metrics["completed"] == 100
+
+
+SGLANG_METRICS = """\
+# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{dp_rank="0",model_name="m"} 3.5
+sglang:spec_accept_length{dp_rank="1",model_name="m"} 2.5
+# TYPE sglang:spec_accept_rate gauge
+sglang:spec_accept_rate{dp_rank="0",model_name="m"} 0.8
+sglang:spec_accept_rate{dp_rank="1",model_name="m"} 0.6
+sglang:generation_tokens_total{model_name="m"} 8.0
+"""
+
+
+def test_speculative_acceptance_from_vllm_counters_and_sglang_gauges():
+    before = parse_prometheus('vllm:spec_decode_num_drafts_total{engine="0"} 10\n'
+                              'vllm:spec_decode_num_draft_tokens_total{engine="0"} 30\n'
+                              'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 12\n')
+    after = parse_prometheus('vllm:spec_decode_num_drafts_total{engine="0"} 60\n'
+                             'vllm:spec_decode_num_draft_tokens_total{engine="0"} 180\n'
+                             'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 112\n')
+    s = speculative(before, after)
+    assert s["acceptance_rate"] == pytest.approx(100 / 150) and s["acceptance_length"] == pytest.approx(3.0)
+    s = speculative({}, parse_prometheus(SGLANG_METRICS))  # gauges: averaged over the ranks
+    assert s["acceptance_length"] == pytest.approx(3.0) and s["acceptance_rate"] == pytest.approx(0.7)
+    assert speculative(after, after) is None
+    assert speculative({}, parse_prometheus(SGLANG_METRICS.replace("3.5", "0").replace("2.5", "0"))) is None
 
 
 def test_datasets(tmp_path):

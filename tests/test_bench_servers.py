@@ -1,5 +1,6 @@
 """firedup bench against the real tiny-model servers: the metrics hold together."""
 
+import json
 import os
 import signal
 import threading
@@ -43,6 +44,26 @@ def test_vllm_metrics_hold_together_and_chunks_match_usage(tmp_path):
     consistent(result, workload)
     assert all(r["output_tokens"] == 16 for r in result.requests)  # ignore_eos honoured by vLLM
     assert "p90_itl_ms" in result.metrics
+    assert result.speculative is None and "spec_acceptance_rate" not in result.metrics
+
+
+@need(VLLM)
+def test_vllm_speculating_reports_acceptance_that_agrees_with_the_tokens_streamed(tmp_path):
+    """n-gram speculation needs no draft model: vLLM's CPU build runs it on the tiny model."""
+    k = 3
+    spec = json.dumps({"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2, "prompt_lookup_max": 3})
+    workload = Workload(concurrency=2, num_prompts=6, input_len=64, output_len=32, warmup=1, ignore_eos=True)
+    with firedup.launch([str(a) for a in vllm(MODEL, free_port(), "--speculative-config", spec)], env=ENV,
+                        log=tmp_path / "s.log", stall=120) as server:
+        result = bench(server.url, workload)
+    consistent(result, workload)
+    s = result.speculative
+    assert s is not None and s["source"].startswith("vllm:")
+    assert 0 < s["accepted_tokens"] <= s["draft_tokens"] <= k * s["drafts"]
+    assert 0 < s["acceptance_rate"] <= 1 and 1 < s["acceptance_length"] <= 1 + k
+    # each verification step streams its accepted drafts plus one token of its own
+    assert s["accepted_tokens"] + s["drafts"] <= result.metrics["total_output_tokens"]
+    assert result.metrics["spec_acceptance_length"] == s["acceptance_length"]
 
 
 @need(TF)

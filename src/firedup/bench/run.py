@@ -56,8 +56,9 @@ async def _model(endpoint: client.Endpoint) -> str:
         conn.close()
 
 
-async def _prometheus(endpoint: client.Endpoint) -> dict[str, float]:
-    """Counters of /metrics summed over labels (empty when the server has none)."""
+async def _prometheus(endpoint: client.Endpoint) -> dict[str, list[float]]:
+    """The samples of /metrics by metric name, one per label set (empty when
+    the server has none)."""
     try:
         conn = await endpoint.connect()
         try:
@@ -68,31 +69,41 @@ async def _prometheus(endpoint: client.Endpoint) -> dict[str, float]:
         return {}
     if response.status != 200:
         return {}
-    body = response.body.decode(errors="replace")
-    out: dict[str, float] = {}
-    for line in body.splitlines():
+    return parse_prometheus(response.body.decode(errors="replace"))
+
+
+def parse_prometheus(text: str) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for line in text.splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
             try:
-                out[name.split("{")[0]] = out.get(name.split("{")[0], 0.0) + float(value)
+                out.setdefault(name.split("{")[0], []).append(float(value))
             except ValueError:
                 continue
     return out
 
 
-def speculative(before: dict[str, float], after: dict[str, float]) -> dict[str, float] | None:
-    """Acceptance of speculative decoding over the run, from vLLM's counters."""
+def speculative(before: dict[str, list[float]], after: dict[str, list[float]]) -> dict[str, Any] | None:
+    """Acceptance of speculative decoding: over the run from vLLM's counters,
+    or SGLang's gauges (averages over its last logging interval) after it."""
     def delta(name: str) -> float:
-        return after.get(name, 0.0) - before.get(name, 0.0)
+        return sum(after.get(name, ())) - sum(before.get(name, ()))
 
-    drafts = delta("vllm:spec_decode_num_drafts_total")
     drafted = delta("vllm:spec_decode_num_draft_tokens_total")
-    accepted = delta("vllm:spec_decode_num_accepted_tokens_total")
-    if not drafted:
-        return None
-    return {"acceptance_rate": accepted / drafted,
-            "acceptance_length": 1 + accepted / drafts if drafts else None,
-            "draft_tokens": drafted, "accepted_tokens": accepted}
+    if drafted:
+        drafts = delta("vllm:spec_decode_num_drafts_total")
+        accepted = delta("vllm:spec_decode_num_accepted_tokens_total")
+        return {"acceptance_rate": accepted / drafted,
+                "acceptance_length": 1 + accepted / drafts if drafts else None,
+                "draft_tokens": drafted, "accepted_tokens": accepted, "drafts": drafts,
+                "source": "vllm:spec_decode_* counters over the run"}
+    rate, length = after.get("sglang:spec_accept_rate"), after.get("sglang:spec_accept_length")
+    if length and any(length):  # a server that does not speculate reports 0
+        return {"acceptance_rate": sum(rate) / len(rate) if rate else None,
+                "acceptance_length": sum(length) / len(length),
+                "source": "sglang:spec_accept_* gauges after the run (its last logging interval)"}
+    return None
 
 
 class _Pool:
@@ -240,9 +251,11 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
         if short:
             warnings.append(f"{short} request(s) stopped before {workload.output_len} tokens (end of sequence): "
                             "output throughput counts the tokens generated (--ignore-eos asks for all)")
+    spec = speculative(before, after)
+    if spec:  # flat too, so that compare shows acceptance beside throughput
+        computed.update(spec_acceptance_rate=spec["acceptance_rate"], spec_acceptance_length=spec["acceptance_length"])
     return BenchResult(url=endpoint.base, model=model, workload=workload.describe(), metrics=computed,
-                       health=health, requests=[r.to_dict() for r in results],
-                       speculative=speculative(before, after), warnings=warnings)
+                       health=health, requests=[r.to_dict() for r in results], speculative=spec, warnings=warnings)
 
 
 def run(url: str, workload: Workload, **kwargs: Any) -> BenchResult:

@@ -110,9 +110,11 @@ def bench_report(result: dict[str, Any], console: Console) -> None:
     if result.get("speculative"):
         s = result["speculative"]
         console.print(Text("{s:-^50}".format(s="Speculative decoding"), "bold"))
-        console.print(f"{'Acceptance rate:':<40}{s['acceptance_rate']:<10.3f}")
+        if s.get("acceptance_rate") is not None:
+            console.print(f"{'Acceptance rate:':<40}{s['acceptance_rate']:<10.3f}")
         if s.get("acceptance_length") is not None:
             console.print(f"{'Acceptance length:':<40}{s['acceptance_length']:<10.2f}")
+        console.print(Text(f"(from {s['source']})", "dim"))
     console.print("=" * 50)
     health = result["health"]
     if not health["valid"]:
