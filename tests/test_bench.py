@@ -97,6 +97,9 @@ def test_datasets(tmp_path):
     with pytest.raises(WorkloadError):
         load_dataset(str(bad), 7)
     assert len(Workload(num_prompts=5, dataset=str(jsonl)).prompts()) == 5
+    before = Workload(dataset=str(jsonl)).describe()
+    jsonl.write_text('{"prompt": "hello again"}\n')  # same path, other prompts: not the same workload
+    assert before["dataset_sha256"] != Workload(dataset=str(jsonl)).describe()["dataset_sha256"]
 
 
 def test_noise_is_told_from_a_change():

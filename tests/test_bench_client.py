@@ -113,3 +113,14 @@ def test_chat_completions_are_streamed_and_counted():
     result = calibrate(Workload(concurrency=4, num_prompts=20, input_len=8, output_len=8, warmup=1, chat=True))
     assert result.metrics["completed"] == 20 and result.metrics["total_output_tokens"] == 160
     assert all(r["chunks"] == 8 and r["id"].startswith("cmpl-") for r in result.requests)
+
+
+def test_without_usage_the_chunks_are_counted_and_said_to_be():
+    def respond(sock):
+        sock.sendall(HEAD + _token() + _token() + _token("") + _chunk(b"data: [DONE]\n\n") + END)
+
+    result = _stream_from(_serve_once(respond))
+    assert result.ok and not result.usage and result.output_tokens == result.chunks == 2
+    with_usage = _stream_from(_serve_once(lambda sock: sock.sendall(
+        HEAD + _token() + _chunk(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\n') + END)))
+    assert with_usage.usage and (with_usage.prompt_tokens, with_usage.output_tokens, with_usage.chunks) == (3, 5, 1)

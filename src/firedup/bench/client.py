@@ -291,6 +291,7 @@ class _Events:
         self.pending = b""
         self.last = 0.0
         self.done = False
+        self.usage = False
 
     def feed(self, piece: bytes, arrived: float) -> None:
         if self.pending:
@@ -313,6 +314,7 @@ class _Events:
             result.id = chunk.get("id") or ""
         usage = chunk.get("usage")
         if usage:
+            self.usage = True
             result.prompt_tokens = usage.get("prompt_tokens") or 0
             result.output_tokens = usage.get("completion_tokens") or 0
         choices = chunk.get("choices")
@@ -349,6 +351,9 @@ async def stream(conn: Connection, path: str, payload: dict, chat: bool, t0: flo
             result.error = "the stream ended without a token"
         else:
             result.ok = True
+            if not events.usage:
+                result.usage = False
+                result.output_tokens = result.chunks
     except (OSError, HttpError, ValueError) as e:
         conn.reusable = False
         result.latency = time.perf_counter() - start

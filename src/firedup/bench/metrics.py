@@ -24,6 +24,7 @@ class RequestResult:
     chunks: int = 0  # streamed chunks with content: the client-side count
     error: str = ""
     id: str = ""  # the server's response id, to find the request in the server's log
+    usage: bool = True  # False: the server sent no usage, so output_tokens is the count of chunks
 
     def to_dict(self) -> dict[str, Any]:
         return {**vars(self), "itl": list(self.itl)}
@@ -92,6 +93,6 @@ def compute(results: list[RequestResult], duration: float, *, percentiles: list[
 def count_disagreement(results: list[RequestResult]) -> float:
     """How far the client's count of streamed chunks is from the server's
     usage count of output tokens (a fraction of the usage total)."""
-    usage = sum(r.output_tokens for r in results if r.ok)
-    chunks = sum(r.chunks for r in results if r.ok)
+    usage = sum(r.output_tokens for r in results if r.ok and r.usage)
+    chunks = sum(r.chunks for r in results if r.ok and r.usage)
     return abs(chunks - usage) / usage if usage else 0.0

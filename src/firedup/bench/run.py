@@ -242,6 +242,10 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
     health["problems"] = problems
 
     warnings = []
+    no_usage = sum(1 for r in results if r.ok and not r.usage)
+    if no_usage:
+        warnings.append(f"{no_usage} response(s) came without the server's usage: their output tokens are the "
+                        "streamed chunks counted (one token each, not guaranteed) and their prompt tokens unknown")
     off = metrics.count_disagreement(results)
     if off > 0.01:
         warnings.append(f"streamed chunks and the server's usage disagree by {100 * off:.1f}% on output tokens "

@@ -4,6 +4,7 @@ gamma with burstiness)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import asdict, dataclass
@@ -42,8 +43,15 @@ class Workload:
     ignore_eos: bool = False
 
     def describe(self) -> dict[str, Any]:
-        """What must match for two runs to be comparable."""
-        return asdict(self)
+        """What must match for two runs to be comparable: a dataset by its
+        content as well as its path."""
+        out = asdict(self)
+        if self.dataset:
+            try:
+                out["dataset_sha256"] = hashlib.sha256(Path(self.dataset).read_bytes()).hexdigest()
+            except OSError as e:
+                raise WorkloadError(f"cannot read the dataset {self.dataset}: {e.strerror}") from None
+        return out
 
     def prompts(self) -> list[tuple[str, int]]:
         """(prompt, max output tokens) pairs, enough for the run."""
