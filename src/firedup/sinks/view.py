@@ -117,6 +117,11 @@ def bench_report(result: dict[str, Any], console: Console) -> None:
         console.print(Text(f"(from {s['source']})", "dim"))
     console.print("=" * 50)
     health = result["health"]
+    rate = (f" · sent {health['achieved_rate']:.1f} req/s of {health.get('drawn_rate', health['target_rate']):.1f} drawn "
+            f"({health['target_rate']:g} asked)" if health.get("target_rate") else "")
+    console.print(Text(f"client: {100 * health['client_cpu']:.0f}% of a core · event-loop lag p99 "
+                       f"{health['loop_lag_p99_ms']:.1f} ms · socket read lag p99 "
+                       f"{health.get('read_lag_p99_ms', 0.0):.1f} ms{rate}", "dim"))
     if not health["valid"]:
         console.print(Text("not the server's number: the client was the bottleneck (" + "; ".join(health["problems"])
                            + ")", "bold red"))
