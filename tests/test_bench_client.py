@@ -124,3 +124,24 @@ def test_without_usage_the_chunks_are_counted_and_said_to_be():
     with_usage = _stream_from(_serve_once(lambda sock: sock.sendall(
         HEAD + _token() + _chunk(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\n') + END)))
     assert with_usage.usage and (with_usage.prompt_tokens, with_usage.output_tokens, with_usage.chunks) == (3, 5, 1)
+
+
+def test_a_server_that_never_accepts_is_not_waited_on_for_minutes(monkeypatch):
+    monkeypatch.setattr(client, "CONNECT_TIMEOUT", 0.5)
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port = listener.getsockname()[1]
+    queued = []
+    for _ in range(3):  # fill the accept queue: the kernel then drops further handshakes
+        sock = socket.socket()
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", port))
+        queued.append(sock)
+    time.sleep(0.1)
+
+    async def connect():
+        await client.Endpoint(f"http://127.0.0.1:{port}").connect()
+
+    with pytest.raises(OSError, match="no answer from 127.0.0.1"):
+        asyncio.run(connect())
+    for sock in queued + [listener]:
+        sock.close()

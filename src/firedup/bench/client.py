@@ -29,9 +29,8 @@ READ_SIZE = 1 << 18
 # SO_TIMESTAMPNS is 35 in asm-generic (x86-64, arm64); Python's socket module does not name it.
 _TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64") else None
 _ANCILLARY = socket.CMSG_SPACE(16) if _TIMESTAMPNS else 0
-
-
 _DECODER = json.JSONDecoder()
+CONNECT_TIMEOUT = 10.0  # a host that drops the handshake is not waited on for the kernel's minutes
 
 
 class HttpError(Exception):
@@ -84,7 +83,11 @@ class Endpoint:
             sock = socket.socket(family, kind, proto)
             sock.setblocking(False)
             try:
-                await loop.sock_connect(sock, address)
+                await asyncio.wait_for(loop.sock_connect(sock, address), CONNECT_TIMEOUT)
+            except TimeoutError:  # asyncio's too, since 3.11
+                sock.close()
+                error = OSError(f"no answer from {self.authority} in {CONNECT_TIMEOUT:g} s")
+                continue
             except OSError as e:
                 sock.close()
                 error = e
