@@ -2,6 +2,7 @@
 
 import json
 import statistics
+import sys
 
 import pytest
 
@@ -157,3 +158,13 @@ def test_bench_usage_errors(tmp_path):
     proc = run_cli("bench", "http://127.0.0.1:9/", "--num-prompts", "1", "--warmup", "0")
     assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup:")
     assert run_cli("bench", "--calibrate", "--goodput", "speed:3").returncode == 2
+
+
+def test_run_of_a_server_that_fails_says_why_and_benches_nothing(tmp_path):
+    server = tmp_path / "server.py"
+    server.write_text("import sys\nprint('Traceback (most recent call last):', flush=True)\n"
+                      "print('ModuleNotFoundError: No module named \\'flash_attn\\'', flush=True)\nsys.exit(1)\n")
+    proc = run_cli("run", "--name", "broken", "--json", "--num-prompts", "2", "--", sys.executable, str(server))
+    verdict = json.loads(proc.stdout.splitlines()[-1])
+    assert proc.returncode == 1 and verdict["outcome"] == "failed" and verdict["cause"] == "missing_module"
+    assert [r["kind"] for r in json.loads(run_cli("runs", "--json").stdout)] == ["launch"]

@@ -3,12 +3,16 @@
 import json
 import os
 import signal
+import socket
 import threading
+
+import pytest
 
 import firedup
 from firedup.bench.run import run as bench
 from firedup.bench.workload import Workload
 
+from .conftest import run_cli
 from .test_servers import ENV, MODEL, TF, VLLM, free_port, need, tf, vllm
 
 
@@ -77,3 +81,24 @@ def test_requests_fail_and_are_counted_when_the_server_is_killed_mid_run(tmp_pat
     m = result.metrics
     assert m["completed"] >= 1 and m["failed"] >= 1
     assert all(r["error"] for r in result.requests if not r["ok"])
+
+
+@need(TF)
+def test_firedup_run_launches_benches_records_and_stops(tmp_path, monkeypatch):
+    """The seed documents' whole loop in one command."""
+    for key in ("HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM"):
+        monkeypatch.setenv(key, ENV[key])
+    port = free_port()
+    proc = run_cli("run", "--name", "tiny", "--concurrency", "2", "--num-prompts", "4", "--input-len", "8",
+                   "--output-len", "8", "--warmup", "1", "--json", "--stall", "120", "--",
+                   *map(str, tf(MODEL, port)), timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["completed"] == 4 and out["failed"] == 0 and out["url"] == f"http://127.0.0.1:{port}"
+    runs = {r["kind"]: r for r in json.loads(run_cli("runs", "--json").stdout)}
+    launch, bench_run = runs["launch"], runs["bench"]
+    assert launch["outcome"] == "ready" and bench_run["id"] == out["run_id"]
+    assert bench_run["name"] == launch["name"] == "tiny" and bench_run["fingerprint"] == launch["fingerprint"]
+    assert bench_run["environment"] == launch["environment"] and bench_run["environment"]
+    with pytest.raises(OSError):  # stopped once measured
+        socket.create_connection(("127.0.0.1", int(port)), timeout=2).close()
