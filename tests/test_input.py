@@ -86,10 +86,43 @@ def test_any_chunking_gives_the_same_signals(chunk):
     assert [(s.kind, s.lineno, s.line) for s in got if s.kind != "lines"] == expected
 
 
+PRETTY_ARGS = FIXTURES / "reported" / "tgi-2.2.0-args-pretty-printed.log"
+
+
+@pytest.mark.parametrize("chunk", [1, 64, 1 << 20])
+def test_a_configuration_printed_over_many_lines_is_read_whole(chunk):
+    data = PRETTY_ARGS.read_bytes()
+    engine = Engine()
+    signals = []
+    for i in range(0, len(data), chunk):
+        signals += engine.feed(data[i:i + chunk])
+    signals += engine.close()
+    configs = [s for s in signals if s.kind == "config"]
+    assert configs[0].rule.id == "tgi-args" and configs[0].lineno == 2
+    args = configs[0].data
+    assert len(args) == 49 and args["model_id"] == "meta-llama/Meta-Llama-3.1-8B-Instruct"
+    assert args["huggingface_hub_cache"] == "/data"  # Some(\n "/data",\n )
+    assert (args["trust_remote_code"], args["num_shard"], args["cors_allow_origin"]) == (False, None, [])
+    assert args["disable_crash_reports"] is False
+    verdict = diagnose(PRETTY_ARGS)
+    assert verdict.config["max_total_tokens"] == 4096  # the default chosen after Args said None
+    assert verdict.config["cuda_graphs"] == "[1, 2, 4, 8, 16, 32]" and verdict.phase == "warmup"
+
+
+def test_a_configuration_block_cut_short_still_counts_and_the_next_record_is_read():
+    lines = PRETTY_ARGS.read_text().splitlines()
+    cut = "\n".join(lines[:6] + lines[54:]).encode()  # no closing brace: the next record ends it
+    verdict = verdict_of(cut)
+    assert verdict.config["model_id"] == "meta-llama/Meta-Llama-3.1-8B-Instruct"
+    assert verdict.config["max_input_tokens"] == 4095 and "max_client_batch_size" not in verdict.config
+    at_end = verdict_of("\n".join(lines[:6]).encode())  # the log stops inside the block
+    assert at_end.config["validation_workers"] == 2
+
+
 def test_python_fallback_prefilter_agrees_with_hyperscan(monkeypatch):
     if scanner.hyperscan is None:
         pytest.skip("hyperscan is not installed here: only the fallback runs")
-    logs = corpus_logs() + sorted((FIXTURES / "captured").glob("*.log"))
+    logs = corpus_logs() + sorted((FIXTURES / "captured").glob("*.log")) + [PRETTY_ARGS]
     fast = [diagnose(p).to_dict() for p in logs]
     monkeypatch.setattr(scanner, "hyperscan", None)
     monkeypatch.setattr("firedup.engine._PREFILTERS", {})

@@ -1,11 +1,13 @@
 """Parse the effective configuration servers print: SGLang's ``ServerArgs(k=v, ...)``,
-vLLM's ``{'k': v}`` and ``k=v, ...`` engine config, TGI's ``Args { k: v, ... }``,
+vLLM's ``{'k': v}`` and ``k=v, ...`` engine config, TGI's ``Args { k: v, ... }``
+(on one line or pretty-printed over many),
 and ``k = v | k = v`` lists."""
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 from typing import Any
 
 _OPEN, _CLOSE = "([{", ")]}"
@@ -47,6 +49,16 @@ def _value(raw: str) -> Any:
     return value
 
 
+def _rust_value(raw: str) -> Any:
+    """A value as Rust's Debug prints it: ``Some(x)``, ``true``, ``None``, over
+    several lines when pretty-printed."""
+    raw = " ".join(raw.split())
+    inner = re.fullmatch(r"Some\(\s*(.*?),?\s*\)", raw)
+    if inner:
+        raw = inner.group(1)
+    return {"true": True, "false": False}.get(raw, _value(raw))
+
+
 def parse(body: str, fmt: str) -> dict[str, Any]:
     body = body.strip()
     if fmt == "dict":
@@ -61,5 +73,5 @@ def parse(body: str, fmt: str) -> dict[str, Any]:
             continue
         key = key.strip().strip("'\"")
         if key.isidentifier() or key.replace("-", "_").replace(".", "_").isidentifier():
-            out[key] = _value(raw.strip())
+            out[key] = _rust_value(raw) if fmt == "rust" else _value(raw.strip())
     return out

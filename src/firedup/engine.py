@@ -19,6 +19,8 @@ from .signals import Signal
 
 # Lines read while the family is unknown are held back this long for it to show.
 HOLD_LINES = 2000
+# A configuration printed over many lines (Rust's {:#?}) is read this far at most.
+BLOCK_LINES = 500
 
 _PREFILTERS: dict[tuple[int, bool, bool], Prefilter] = {}
 # Once a server is ready only these can still change the verdict or explain it.
@@ -56,6 +58,8 @@ class Engine:
         self.tracebacks = tracebacks.Assembler()
         self._cause_rules = [r for r in self.ruleset.rules if r.cause]
         self._held: list[tuple] = []
+        # An open multi-line configuration: [rule, lineno, first line, captures, texts]
+        self._block: list | None = None
 
     def feed(self, data: bytes) -> list[Signal]:
         return self._run(self.scanner.feed(data))
@@ -64,6 +68,7 @@ class Engine:
         """End of input: flush the partial last line, held lines and open tracebacks."""
         out = self._run(self.scanner.close())
         self._release(out)
+        self._close_block(out)
         out += self._attach(self.tracebacks.close())
         return out
 
@@ -85,6 +90,8 @@ class Engine:
 
     def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal]) -> int:
         line = lines.parse(segment.decode("utf-8", "replace"))
+        if self._block is not None and self._extend_block(line, out):
+            return 0
         candidates: list[Rule] = []
         for tag in tags:
             if isinstance(tag, Rule):
@@ -94,7 +101,7 @@ class Engine:
                 self.scanner.prefilter = self._stage()
                 out.append(Signal("detect", lineno, line.text, data={"server": tag}))
         closed = self.tracebacks.feed(lineno, line)
-        self.scanner.dense = self.tracebacks.open
+        self.scanner.dense = self.tracebacks.open or self._block is not None
         if self.tracebacks.absorbed:
             candidates = []  # a frame's source line is code, not a message
         held = (lineno, line, candidates, closed, self.tracebacks.open)
@@ -126,8 +133,34 @@ class Engine:
         if rule.kind == "ready" or rule.start:
             self._ready = rule.kind == "ready"
             self.scanner.prefilter = self._stage()
+        if rule.kind == "config" and rule.format == "rust" and line.text.endswith("{"):
+            # pretty-printed: the fields follow, one a line, up to a lone "}"
+            self._block = [rule, lineno, line, m.groupdict(), []]
+            self.scanner.dense = True
+            return 0
         out.append(signal)
         return rule.kind == "heartbeat"
+
+    def _extend_block(self, line: lines.Line, out: list[Signal]) -> bool:
+        """Take a line into the open multi-line configuration; False for a
+        line that starts a new log record instead (the block was cut short)."""
+        texts = self._block[4]
+        if line.level:
+            self._close_block(out)
+            return False
+        texts.append(line.text)
+        if line.text.strip() == "}" or len(texts) >= BLOCK_LINES:
+            self._close_block(out)
+        return True
+
+    def _close_block(self, out: list[Signal]) -> None:
+        if self._block is None:
+            return
+        rule, lineno, line, captures, texts = self._block
+        self._block = None
+        self.scanner.dense = self.tracebacks.open
+        body = "{" + (captures.get("body") or "") + "\n" + "\n".join(texts)
+        out.append(self._signal(rule, {**captures, "body": body}, lineno, line))
 
     def _match(self, line: lines.Line, candidates) -> tuple[Rule, re.Match] | None:
         """The first rule in priority order that matches the line's message (or whole text).
@@ -174,6 +207,8 @@ class Engine:
         if rule.kind == "config" and rule.format and "body" in data:
             body = data.pop("body")
             data = {**config.parse(body, rule.format), **data}
+        elif rule.kind == "config" and "key" in data and "value" in data:  # a setting named by the line
+            data = config.parse(f"{data.pop('key')}={data.pop('value')}", "kv")
         elif rule.kind == "progress":
             data["n"] = int(data.get("n", 0))
             data["total"] = int(data.get("total", 0))
