@@ -39,6 +39,8 @@ def test_metric_definitions_follow_vllm_bench_serve():
     assert m["mean_tpot_ms"] == pytest.approx((300.0 + 900.0) / 2)  # (latency - ttft) / (tokens - 1)
     assert m["mean_itl_ms"] == pytest.approx(statistics.fmean([300, 300, 300, 900, 900]))
     assert m["p50_e2el_ms"] == pytest.approx(1500.0) and "p99_itl_ms" in m
+    # tokens at 0.1, 0.4, 0.7, 1.0 s and 0.7, 1.6, 2.5 s; requests active over [0, 1] and [0.5, 2.5]
+    assert m["max_output_tokens_per_s"] == 4 and m["max_concurrent_requests"] == 2
 
 
 def test_client_against_a_zero_work_server_counts_tokens_from_usage():
@@ -74,14 +76,20 @@ sglang:generation_tokens_total{model_name="m"} 8.0
 def test_speculative_acceptance_from_vllm_counters_and_sglang_gauges():
     before = parse_prometheus('vllm:spec_decode_num_drafts_total{engine="0"} 10\n'
                               'vllm:spec_decode_num_draft_tokens_total{engine="0"} 30\n'
-                              'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 12\n')
-    after = parse_prometheus('vllm:spec_decode_num_drafts_total{engine="0"} 60\n'
+                              'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 12\n'
+                              'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 7\n'
+                              'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 5\n')
+    after = parse_prometheus('# TYPE vllm:spec_decode_num_drafts_total counter\n'
+                             'vllm:spec_decode_num_drafts_total{engine="0"} 60\n'
                              'vllm:spec_decode_num_draft_tokens_total{engine="0"} 180\n'
-                             'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 112\n')
-    s = speculative(before, after)
-    assert s["acceptance_rate"] == pytest.approx(100 / 150) and s["acceptance_length"] == pytest.approx(3.0)
+                             'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 112\n'
+                             'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 47\n'
+                             'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 35 1700000000\n')
+    s = speculative(before, after)  # as vllm bench serve defines them
+    assert s["acceptance_rate"] == pytest.approx(100 * 100 / 150) and s["acceptance_length"] == pytest.approx(3.0)
+    assert s["per_position_acceptance_rates"] == pytest.approx([40 / 50, 30 / 50])
     s = speculative({}, parse_prometheus(SGLANG_METRICS))  # gauges: averaged over the ranks
-    assert s["acceptance_length"] == pytest.approx(3.0) and s["acceptance_rate"] == pytest.approx(0.7)
+    assert s["acceptance_length"] == pytest.approx(3.0) and s["acceptance_rate"] == pytest.approx(70.0)
     assert speculative(after, after) is None
     assert speculative({}, parse_prometheus(SGLANG_METRICS.replace("3.5", "0").replace("2.5", "0"))) is None
 
@@ -145,6 +153,7 @@ def test_bench_cli_plots_and_records(tmp_path):
                    "--input-len", "8", "--json", "--plot", str(png))
     out = json.loads(proc.stdout)
     assert out["completed"] == 100 and out["failed"] == 0 and "health" in out
+    assert out["output_lens"] == [16] * 100 and len(out["ttfts"]) == len(out["itls"]) == 100  # vllm's result lists
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     second = json.loads(run_cli("bench", "--calibrate", "--concurrency", "4", "--num-prompts", "100",
                                 "--output-len", "16", "--input-len", "8", "--json").stdout)

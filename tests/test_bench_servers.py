@@ -48,7 +48,7 @@ def test_vllm_metrics_hold_together_and_chunks_match_usage(tmp_path):
     consistent(result, workload)
     assert all(r["output_tokens"] == 16 for r in result.requests)  # ignore_eos honoured by vLLM
     assert "p90_itl_ms" in result.metrics
-    assert result.speculative is None and "spec_acceptance_rate" not in result.metrics
+    assert result.speculative is None and "spec_decode_acceptance_rate" not in result.metrics
 
 
 @need(VLLM)
@@ -63,11 +63,15 @@ def test_vllm_speculating_reports_acceptance_that_agrees_with_the_tokens_streame
     consistent(result, workload)
     s = result.speculative
     assert s is not None and s["source"].startswith("vllm:")
-    assert 0 < s["accepted_tokens"] <= s["draft_tokens"] <= k * s["drafts"]
-    assert 0 < s["acceptance_rate"] <= 1 and 1 < s["acceptance_length"] <= 1 + k
+    assert 0 < s["accepted_tokens"] <= s["draft_tokens"] <= k * s["num_drafts"]
+    assert 0 < s["acceptance_rate"] <= 100 and 1 < s["acceptance_length"] <= 1 + k
     # each verification step streams its accepted drafts plus one token of its own
-    assert s["accepted_tokens"] + s["drafts"] <= result.metrics["total_output_tokens"]
-    assert result.metrics["spec_acceptance_length"] == s["acceptance_length"]
+    assert s["accepted_tokens"] + s["num_drafts"] <= result.metrics["total_output_tokens"]
+    # a draft's later positions are accepted only after its earlier ones
+    rates = s["per_position_acceptance_rates"]
+    assert len(rates) == k and rates == sorted(rates, reverse=True)
+    assert sum(rates) * s["num_drafts"] == pytest.approx(s["accepted_tokens"])
+    assert result.metrics["spec_decode_acceptance_length"] == s["acceptance_length"]
 
 
 @need(TF)

@@ -11,7 +11,7 @@ from typing import Any
 from ..ledger import history
 
 # Keys shown, and whether higher is better.
-KEYS = (("output_throughput", True), ("spec_acceptance_rate", True), ("spec_acceptance_length", True),
+KEYS = (("output_throughput", True), ("spec_decode_acceptance_rate", True), ("spec_decode_acceptance_length", True),
         ("request_throughput", True), ("total_token_throughput", True),
         ("request_goodput", True), ("mean_ttft_ms", False), ("median_ttft_ms", False), ("p99_ttft_ms", False),
         ("mean_tpot_ms", False), ("median_tpot_ms", False), ("p99_tpot_ms", False), ("mean_itl_ms", False),

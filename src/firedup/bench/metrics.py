@@ -87,7 +87,37 @@ def compute(results: list[RequestResult], duration: float, *, percentiles: list[
     percentiles = list(percentiles)
     for name, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
         out.update(_summary(name, values, percentiles))
+    out.update(_peaks(ok))
     return out
+
+
+def _peaks(ok: list[RequestResult]) -> dict[str, float]:
+    """The busiest second: output tokens streamed in it, and requests active
+    in it (vllm bench serve's max_output_tokens_per_s and max_concurrent_requests)."""
+    if not ok:
+        return {"max_output_tokens_per_s": 0.0, "max_concurrent_requests": 0}
+    first = min(r.start for r in ok)
+    seconds = math.ceil(max(r.start + r.latency for r in ok) - first) + 1
+    tokens = [0] * seconds
+    active = [0] * seconds
+    for r in ok:
+        at = r.start + r.ttft
+        for gap in [0.0, *r.itl]:
+            at += gap
+            if 0 <= int(at - first) < seconds:
+                tokens[int(at - first)] += 1
+        for second in range(int(r.start - first), int(r.start + r.latency - first) + 1):
+            active[second] += 1
+    return {"max_output_tokens_per_s": float(max(tokens)), "max_concurrent_requests": max(active)}
+
+
+def vllm_arrays(requests: list[dict[str, Any]]) -> dict[str, list]:
+    """The per-request lists of a ``vllm bench serve`` result file, from the
+    raw data, for tools that read one."""
+    return {"input_lens": [r["prompt_tokens"] for r in requests], "output_lens": [r["output_tokens"] for r in requests],
+            "ttfts": [r["ttft"] for r in requests], "itls": [r["itl"] for r in requests],
+            "latencies": [r["latency"] for r in requests], "start_times": [r["start"] for r in requests],
+            "errors": [r["error"] for r in requests]}
 
 
 def count_disagreement(results: list[RequestResult]) -> float:

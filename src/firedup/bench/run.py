@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import resource
 import subprocess
 import sys
@@ -41,8 +42,8 @@ class BenchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "model": self.model, "workload": self.workload, **self.metrics,
-                "health": self.health, "speculative": self.speculative, "warnings": self.warnings,
-                "requests": self.requests}
+                **metrics.vllm_arrays(self.requests), "health": self.health, "speculative": self.speculative,
+                "warnings": self.warnings, "requests": self.requests}
 
 
 async def _model(endpoint: client.Endpoint) -> str:
@@ -56,9 +57,8 @@ async def _model(endpoint: client.Endpoint) -> str:
         conn.close()
 
 
-async def _prometheus(endpoint: client.Endpoint) -> dict[str, list[float]]:
-    """The samples of /metrics by metric name, one per label set (empty when
-    the server has none)."""
+async def _prometheus(endpoint: client.Endpoint) -> dict[str, dict[str, float]]:
+    """The samples of /metrics (empty when the server has none)."""
     try:
         conn = await endpoint.connect()
         try:
@@ -72,35 +72,51 @@ async def _prometheus(endpoint: client.Endpoint) -> dict[str, list[float]]:
     return parse_prometheus(response.body.decode(errors="replace"))
 
 
-def parse_prometheus(text: str) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
+_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)(\{.*\})?\s+(\S+)(?:\s+-?\d+)?$")
+
+
+def parse_prometheus(text: str) -> dict[str, dict[str, float]]:
+    """Prometheus text format: metric name -> {label set as written: value}."""
+    out: dict[str, dict[str, float]] = {}
     for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            try:
-                out.setdefault(name.split("{")[0], []).append(float(value))
-            except ValueError:
-                continue
+        m = _SAMPLE.match(line.strip())
+        if m is None:
+            continue
+        try:
+            out.setdefault(m[1], {})[m[2] or ""] = float(m[3])
+        except ValueError:
+            continue
     return out
 
 
-def speculative(before: dict[str, list[float]], after: dict[str, list[float]]) -> dict[str, Any] | None:
-    """Acceptance of speculative decoding: over the run from vLLM's counters,
-    or SGLang's gauges (averages over its last logging interval) after it."""
+def speculative(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+    """Acceptance of speculative decoding with ``vllm bench serve``'s
+    definitions (rate in %, length counting the bonus token): over the run
+    from vLLM's counters, or SGLang's gauges (averages over its last logging
+    interval) after it."""
     def delta(name: str) -> float:
-        return sum(after.get(name, ())) - sum(before.get(name, ()))
+        return sum(after.get(name, {}).values()) - sum(before.get(name, {}).values())
 
     drafted = delta("vllm:spec_decode_num_draft_tokens_total")
     if drafted:
         drafts = delta("vllm:spec_decode_num_drafts_total")
         accepted = delta("vllm:spec_decode_num_accepted_tokens_total")
-        return {"acceptance_rate": accepted / drafted,
-                "acceptance_length": 1 + accepted / drafts if drafts else None,
-                "draft_tokens": drafted, "accepted_tokens": accepted, "drafts": drafts,
+        per_position: dict[int, float] = {}
+        name = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+        for labels, value in after.get(name, {}).items():
+            pos = re.search(r'position="(\d+)"', labels)
+            if pos and drafts:
+                gained = value - before.get(name, {}).get(labels, 0.0)
+                per_position[int(pos[1])] = per_position.get(int(pos[1]), 0.0) + gained / drafts
+        return {"acceptance_rate": 100 * accepted / drafted,
+                "acceptance_length": 1 + accepted / drafts if drafts else 0.0,
+                "num_drafts": drafts, "draft_tokens": drafted, "accepted_tokens": accepted,
+                "per_position_acceptance_rates": [per_position[p] for p in sorted(per_position)],
                 "source": "vllm:spec_decode_* counters over the run"}
-    rate, length = after.get("sglang:spec_accept_rate"), after.get("sglang:spec_accept_length")
-    if length and any(length):  # a server that does not speculate reports 0
-        return {"acceptance_rate": sum(rate) / len(rate) if rate else None,
+    rate = list(after.get("sglang:spec_accept_rate", {}).values())
+    length = list(after.get("sglang:spec_accept_length", {}).values())
+    if any(length):  # a server that does not speculate reports 0
+        return {"acceptance_rate": 100 * sum(rate) / len(rate) if rate else None,
                 "acceptance_length": sum(length) / len(length),
                 "source": "sglang:spec_accept_* gauges after the run (its last logging interval)"}
     return None
@@ -259,8 +275,8 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
             warnings.append(f"{short} request(s) stopped before {workload.output_len} tokens (end of sequence): "
                             "output throughput counts the tokens generated (--ignore-eos asks for all)")
     spec = speculative(before, after)
-    if spec:  # flat too, so that compare shows acceptance beside throughput
-        computed.update(spec_acceptance_rate=spec["acceptance_rate"], spec_acceptance_length=spec["acceptance_length"])
+    if spec:  # flat too, under vllm bench serve's keys, so that compare shows acceptance beside throughput
+        computed.update({f"spec_decode_{k}": v for k, v in spec.items() if k != "source"})
     return BenchResult(url=endpoint.base, model=model, workload=workload.describe(), metrics=computed,
                        health=health, requests=[r.to_dict() for r in results], speculative=spec, warnings=warnings)
 

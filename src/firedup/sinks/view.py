@@ -110,10 +110,16 @@ def bench_report(result: dict[str, Any], console: Console) -> None:
     if result.get("speculative"):
         s = result["speculative"]
         console.print(Text("{s:-^50}".format(s="Speculative decoding"), "bold"))
-        if s.get("acceptance_rate") is not None:
-            console.print(f"{'Acceptance rate:':<40}{s['acceptance_rate']:<10.3f}")
-        if s.get("acceptance_length") is not None:
-            console.print(f"{'Acceptance length:':<40}{s['acceptance_length']:<10.2f}")
+        for label, key, fmt in (("Acceptance rate (%)", "acceptance_rate", "{:.2f}"),
+                                ("Acceptance length", "acceptance_length", "{:.2f}"),
+                                ("Drafts", "num_drafts", "{:.0f}"), ("Draft tokens", "draft_tokens", "{:.0f}"),
+                                ("Accepted tokens", "accepted_tokens", "{:.0f}")):
+            if s.get(key) is not None:
+                console.print(f"{label + ':':<40}{fmt.format(s[key]):<10}")
+        if s.get("per_position_acceptance_rates"):
+            console.print("Per-position acceptance (%):")
+            for i, rate in enumerate(s["per_position_acceptance_rates"]):
+                console.print(f"{f'  Position {i}:':<40}{100 * rate:<10.2f}")
         console.print(Text(f"(from {s['source']})", "dim"))
     console.print("=" * 50)
     health = result["health"]
