@@ -27,6 +27,15 @@ demo: $(VENV)/.installed servers
 		--host 127.0.0.1 --port $(DEMO_PORT) --device cpu --log-level info
 	@echo; echo "\$$ curl -s 127.0.0.1:$(DEMO_PORT)/health"; curl -s 127.0.0.1:$(DEMO_PORT)/health; echo
 	@echo; echo "\$$ firedup stop demo"; $(FIREDUP) stop demo
+	@for i in 1 2; do \
+		echo; echo "\$$ firedup run --name demo --concurrency 4 --num-prompts 16 --output-len 32 --repeat 3 -- transformers serve ..."; \
+		HF_HUB_OFFLINE=1 $(FIREDUP) run --name demo --stall 60 --concurrency 4 --num-prompts 16 --input-len 32 --repeat 3 \
+			--output-len 32 -- $(FIREDUP_SERVERS)/venv-tf/bin/transformers serve $(FIREDUP_SERVERS)/models/tiny-llama \
+			--host 127.0.0.1 --port $(DEMO_PORT) --device cpu --log-level info | tail -n 12; \
+	done
+	@echo; echo "\$$ firedup compare (the two runs above)"; \
+	$(FIREDUP) compare $$($(FIREDUP) runs --name demo --json | $(VENV)/bin/python -c \
+		'import json, sys; print(*sorted(r["id"] for r in json.load(sys.stdin) if r["kind"] == "bench")[-2:])')
 	@for log in $(DEMO_LOGS); do \
 		echo; echo "\$$ firedup diagnose tests/fixtures/captured/$$log.log"; \
 		$(FIREDUP) diagnose tests/fixtures/captured/$$log.log; \
