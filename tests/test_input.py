@@ -40,6 +40,23 @@ def test_tqdm_redraws_glued_on_one_line():
     assert v.progress == {"desc": "Loading safetensors checkpoint shards", "n": 3, "total": 4}
 
 
+def test_a_redraw_still_being_drawn_is_read_when_asked_for():
+    def bar(n):
+        return f"\rLoading safetensors checkpoint shards: {25 * n:3d}% Completed | {n}/4 [00:01<00:01, 1.4s/it]"
+
+    def progress(signals):
+        return [s.data["n"] for s in signals if s.kind == "progress"]
+
+    engine = Engine()
+    assert progress(engine.feed(ARGS + b"[2025-04-09 05:05:13 TP0] Load weight begin.\n" + bar(1).encode())) == []
+    assert progress(engine.peek()) == [1] and engine.peek() == []  # once per redraw
+    assert progress(engine.feed(bar(2).encode())) == [1]  # ended by the next redraw: read as usual
+    assert progress(engine.peek()) == [2]
+    assert progress(engine.feed(b"\n[2025-04-09 05:05:20] Load weight end. type=LlamaForCausalLM")) == [2]
+    assert engine.peek() == []  # a line still being written is not a redraw
+    assert Engine().peek() == []
+
+
 def test_line_of_many_megabytes():
     huge = b"x" * (5 << 20) + b" error in the middle " + b"y" * (3 << 20) + b"\n"
     v = verdict_of(ARGS + huge + READY)

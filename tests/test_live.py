@@ -199,6 +199,16 @@ def test_launch_timeout_stops_the_server(tmp_path):
     assert launched.verdict.outcome == "timeout" and not group_alive(launched.pgid)
 
 
+def test_a_progress_bar_is_read_as_it_is_drawn_not_a_redraw_later(tmp_path):
+    bar = "\rLoading safetensors checkpoint shards:  25% Completed | 1/4 [00:30<01:30, 30.0s/it]"
+    body = (f"print({ARGS!r}, flush=True)\n"
+            f"sys.stdout.write({bar!r}); sys.stdout.flush()\n"  # tqdm ends it only with the next redraw
+            "time.sleep(30)\n")
+    launched = start_and_watch(script(tmp_path, body), stall=10, timeout=2)
+    assert launched.verdict.outcome == "timeout"
+    assert launched.verdict.progress == {"desc": "Loading safetensors checkpoint shards", "n": 1, "total": 4}
+
+
 def test_cli_launch_json_events(tmp_path):
     argv = script(tmp_path, f"print({ARGS!r}); print({READY!r}, flush=True); time.sleep(30)")
     proc = run_cli("launch", "--json", "--name", "j", "--", *argv)

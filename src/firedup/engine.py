@@ -57,12 +57,28 @@ class Engine:
         self.scanner = Scanner(self._stage())
         self.tracebacks = tracebacks.Assembler()
         self._cause_rules = [r for r in self.ruleset.rules if r.cause]
+        self._progress_rules = [r for r in self.ruleset.rules if r.kind == "progress"]
+        self._peeked: bytes | None = None
         self._held: list[tuple] = []
         # An open multi-line configuration: [rule, lineno, first line, captures, texts]
         self._block: list | None = None
 
     def feed(self, data: bytes) -> list[Signal]:
         return self._run(self.scanner.feed(data))
+
+    def peek(self) -> list[Signal]:
+        """The progress an unfinished redraw shows, now rather than when the
+        next redraw ends it (for a live view; the finished line is read as
+        usual, so the same state may come twice)."""
+        redraw = self.scanner.redraw
+        if redraw is None or redraw == self._peeked:
+            return []
+        self._peeked = redraw
+        line = lines.parse(redraw.decode("utf-8", "replace"))
+        found = self._match(line, self._progress_rules)
+        if found is None:
+            return []
+        return [self._signal(found[0], found[1].groupdict(), self.scanner.lineno, line)]
 
     def close(self) -> list[Signal]:
         """End of input: flush the partial last line, held lines and open tracebacks."""

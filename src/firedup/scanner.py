@@ -26,6 +26,7 @@ except ImportError:  # platforms without a hyperscan wheel: same results, slower
     hyperscan = None
 
 MAX_LINE = 1 << 20
+MAX_REDRAW = 4096  # a progress bar's redraw is short: a longer tail is a line being written
 _ANSI = re.compile(ANSI.pattern.encode())
 
 
@@ -121,6 +122,7 @@ class Scanner:
         self.lines = 0  # complete lines seen
         self.last: tuple[int, bytes] | None = None  # last non-blank segment
         self._tail = b""
+        self._redrawn = False  # whether the tail is a redraw after a carriage return
 
     def feed(self, data: bytes) -> Iterator[tuple[int, bytes, list[object]]]:
         buf = self._tail + data if self._tail else data
@@ -129,7 +131,14 @@ class Scanner:
             cut = len(buf)
         self._tail = buf[cut:]
         if cut:
+            self._redrawn = buf[cut - 1] == 0x0D
             yield from self._region(buf[:cut] if cut < len(buf) else buf)
+
+    @property
+    def redraw(self) -> bytes | None:
+        """The unfinished redraw at the end of what was fed (a progress bar
+        redrawn with ``\\r`` ends only when the next redraw starts), or None."""
+        return self._tail if self._redrawn and 0 < len(self._tail) <= MAX_REDRAW else None
 
     def close(self) -> Iterator[tuple[int, bytes, list[object]]]:
         tail, self._tail = self._tail, b""

@@ -155,12 +155,12 @@ class Watch:
         if self.follower is not None:
             data = self.follower.read()
             if data:
-                self._feed(self.engine.feed(data), now)
+                self._feed(self.engine.feed(data) + self.engine.peek(), now)
         if self.stream is not None and self._stream_ready:
             self._stream_ready = False
             data = os.read(self.stream.fileno(), 1 << 20)
             if data:
-                self._feed(self.engine.feed(data), now)
+                self._feed(self.engine.feed(data) + self.engine.peek(), now)
             else:  # standard input ended: the log is finished
                 self._close_input(now)
                 self.stream = None
@@ -191,7 +191,7 @@ class Watch:
     def _remote_events(self, now: float) -> None:
         for kind, payload in self.remote.events():
             if kind == "log":
-                self._feed(self.engine.feed(payload), now)
+                self._feed(self.engine.feed(payload) + self.engine.peek(), now)
             elif kind == "evidence":
                 if working(self._remote_sample, payload):
                     self.judge.feed(Signal("evidence", data=payload), now)
