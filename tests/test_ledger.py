@@ -164,3 +164,16 @@ def test_diagnose_record(tmp_path):
     out = json.loads(run_cli("diagnose", "--json", "--record", str(log)).stdout)
     runs = json.loads(run_cli("runs", "--json").stdout)
     assert out["run_id"] == runs[0]["id"] and runs[0]["cause"] == "bad_argument" and runs[0]["kind"] == "diagnose"
+
+
+def test_benchmarks_do_not_crowd_start_ups_out_of_what_is_usual(tmp_path):
+    from firedup.ledger.memory import Memory
+
+    argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"]
+    fingerprint = history.fingerprint("vllm", argv, None)
+    with Ledger(tmp_path / "l.db") as ledger:
+        for weights in range(10, 10 + history.HISTORY):
+            ledger.record(kind="launch", outcome="ready", fingerprint=fingerprint, phases={"weights": float(weights)})
+        for _ in range(5 * history.HISTORY):  # firedup run --repeat: benchmarks carry the launch's fingerprint
+            ledger.record(kind="bench", outcome="ready", fingerprint=fingerprint, phases={})
+        assert Memory(ledger, "vllm", argv).usual["weights"]["n"] == history.HISTORY

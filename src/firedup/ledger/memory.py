@@ -18,8 +18,7 @@ class Memory:
         self.argv = list(argv)
         self.host = host
         self.fingerprint = history.fingerprint(server, argv, host)
-        past = ledger.find(fingerprint=self.fingerprint, kind=None, limit=4 * history.HISTORY)
-        past = [r for r in past if r["kind"] != "bench"][:history.HISTORY]
+        past = ledger.find(fingerprint=self.fingerprint, not_kind="bench", limit=history.HISTORY)
         self.usual = history.expected(past)
         self.last_good = next((r for r in past if r["outcome"] == "ready"), None)
         self.started = time.time()

@@ -141,7 +141,7 @@ class Ledger:
 
     def find(self, *, name: str | None = None, server: str | None = None, since: float | None = None,
              fingerprint: str | None = None, outcome: str | None = None, kind: str | None = None,
-             limit: int | None = None) -> list[dict]:
+             not_kind: str | None = None, limit: int | None = None) -> list[dict]:
         """Runs, newest first."""
         where, params = [], []
         for column, value in (("name", name), ("server", server), ("fingerprint", fingerprint),
@@ -149,6 +149,9 @@ class Ledger:
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
+        if not_kind is not None:
+            where.append("kind != ?")
+            params.append(not_kind)
         if since is not None:
             where.append("started >= ?")
             params.append(since)
