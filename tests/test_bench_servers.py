@@ -13,7 +13,7 @@ from firedup.bench.run import run as bench
 from firedup.bench.workload import Workload
 
 from .conftest import run_cli
-from .test_servers import ENV, MODEL, TF, VLLM, free_port, need, tf, vllm
+from .test_servers import ENV, GGUF, MODEL, TF, VLLM, free_port, llama, need, tf, vllm
 
 
 def consistent(result, workload):
@@ -72,6 +72,20 @@ def test_vllm_speculating_reports_acceptance_that_agrees_with_the_tokens_streame
     assert len(rates) == k and rates == sorted(rates, reverse=True)
     assert sum(rates) * s["num_drafts"] == pytest.approx(s["accepted_tokens"])
     assert result.metrics["spec_decode_acceptance_length"] == s["acceptance_length"]
+
+
+@need(GGUF)
+def test_llama_cpp_sends_no_usage_and_that_is_said(tmp_path):
+    """llama-cpp-python ignores stream_options.include_usage (and, by default,
+    ends a running stream when another request comes: one at a time)."""
+    workload = Workload(concurrency=1, num_prompts=4, input_len=16, output_len=16, warmup=1)
+    with firedup.launch([str(a) for a in llama(GGUF, free_port())], env=ENV, log=tmp_path / "s.log", stall=120) as server:
+        result = bench(server.url, workload)
+    m = result.metrics
+    assert m["completed"] == 4 and m["failed"] == 0 and m["total_input_tokens"] == 0
+    assert all(not r["usage"] and r["output_tokens"] == r["chunks"] > 0 for r in result.requests)
+    assert m["total_output_tokens"] == sum(r["chunks"] for r in result.requests)
+    assert any("4 response(s) came without the server's usage" in w for w in result.warnings)
 
 
 @need(TF)
