@@ -18,7 +18,10 @@ KEYS = (("output_throughput", True), ("spec_decode_acceptance_rate", True), ("sp
         ("p99_itl_ms", False), ("mean_e2el_ms", False), ("p99_e2el_ms", False), ("failed", False))
 # Workload fields that may differ without making runs incomparable.
 NEUTRAL = {"warmup"}
-NOISE_SIGMAS = 2.0
+# Two-sided 95% critical values of Student's t by degrees of freedom: with the
+# handful of repeats a benchmark gets, 2 sigmas would call noise a change.
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+       2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
 def aggregate(repeats: list[dict[str, Any]]) -> dict[str, Any]:
@@ -47,7 +50,8 @@ def _samples(run: dict[str, Any], key: str) -> list[float]:
 
 
 def judge(a: list[float], b: list[float], higher_is_better: bool) -> str:
-    """regression, improvement, within noise, or unknown noise (no repeats)."""
+    """regression, improvement, within noise, or unknown noise (no repeats):
+    a change counts when Welch's t-test puts it outside 95% of run-to-run noise."""
     if not a or not b:
         return ""
     mean_a, mean_b = statistics.fmean(a), statistics.fmean(b)
@@ -55,8 +59,12 @@ def judge(a: list[float], b: list[float], higher_is_better: bool) -> str:
         return "same"
     if len(a) < 2 or len(b) < 2:
         return "noise unknown (use --repeat)"
-    spread = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
-    if abs(mean_b - mean_a) <= NOISE_SIGMAS * spread:
+    # Welch's t-test: the two runs' repeats may spread differently.
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    spread = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if va + vb else math.inf
+    critical = T95[int(df) - 1] if df < len(T95) else 1.96
+    if abs(mean_b - mean_a) <= critical * spread:
         return "within noise"
     better = (mean_b > mean_a) == higher_is_better
     return "improvement" if better else "regression"
