@@ -28,8 +28,8 @@ demo: $(VENV)/.installed servers
 	@echo; echo "\$$ curl -s 127.0.0.1:$(DEMO_PORT)/health"; curl -s 127.0.0.1:$(DEMO_PORT)/health; echo
 	@echo; echo "\$$ firedup stop demo"; $(FIREDUP) stop demo
 	@for i in 1 2; do \
-		echo; echo "\$$ firedup run --name demo --concurrency 4 --num-prompts 16 --output-len 32 --repeat 3 -- transformers serve ..."; \
-		HF_HUB_OFFLINE=1 $(FIREDUP) run --name demo --stall 60 --concurrency 4 --num-prompts 16 --input-len 32 --repeat 3 \
+		echo; echo "\$$ firedup run --name demo --concurrency 4 --num-prompts 16 --output-len 32 --repeat 3 --relaunch -- transformers serve ..."; \
+		HF_HUB_OFFLINE=1 $(FIREDUP) run --name demo --stall 60 --concurrency 4 --num-prompts 16 --input-len 32 --repeat 3 --relaunch \
 			--output-len 32 -- $(FIREDUP_SERVERS)/venv-tf/bin/transformers serve $(FIREDUP_SERVERS)/models/tiny-llama \
 			--host 127.0.0.1 --port $(DEMO_PORT) --device cpu --log-level info | tail -n 12; \
 	done

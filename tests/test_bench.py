@@ -125,6 +125,7 @@ def test_noise_is_told_from_a_change():
 def _bench_run(ledger, **overrides):
     metrics = aggregate([{"output_throughput": v, "mean_ttft_ms": 50.0, "client": "firedup 0.1.0", "model": "m"}
                          for v in overrides.pop("throughput")])
+    metrics["repeats_across"] = overrides.pop("repeats_across", "server starts")
     workload = {**Workload(concurrency=4).describe(), **overrides.pop("workload", {})}
     return ledger.record(kind="bench", outcome="ready", workload=workload, metrics=metrics, **overrides)
 
@@ -142,6 +143,12 @@ def test_compare_shows_deltas_noise_and_what_changed():
     assert row["changes"][0]["verdict"] == "regression" and row["changes"][0]["delta_pct"] == pytest.approx(-6.3, abs=0.1)
     keys = {(c["key"], c["a"], c["b"]) for c in report["changes"][0]}
     assert ("attention_backend", "flashinfer", "triton") in keys and ("torch", "2.8.0", "2.9.1") in keys
+    assert report["notes"] == []  # both runs' repeats came from separate server starts
+    with Ledger() as ledger:
+        d = _bench_run(ledger, throughput=[89.5, 89.0, 90.1], repeats_across="one server start")
+        e = _bench_run(ledger, throughput=[83.9, 84.2, 83.5], repeats_across="one server start")
+        notes = compare([ledger.get(d), ledger.get(e)])["notes"]
+    assert len(notes) == 1 and "--relaunch" in notes[0] and f"run {d}, {e}" in notes[0]
     text = run_cli("compare", str(a), str(b)).stdout.decode()
     assert "regression" in text and "attention_backend flashinfer → triton" in text
     refused = run_cli("compare", str(a), str(c))

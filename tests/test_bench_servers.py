@@ -120,3 +120,17 @@ def test_firedup_run_launches_benches_records_and_stops(tmp_path, monkeypatch):
     assert bench_run["environment"] == launch["environment"] and bench_run["environment"]
     with pytest.raises(OSError):  # stopped once measured
         socket.create_connection(("127.0.0.1", int(port)), timeout=2).close()
+
+
+@need(TF)
+def test_firedup_run_relaunch_starts_the_server_for_each_repeat(tmp_path, monkeypatch):
+    for key in ("HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM"):
+        monkeypatch.setenv(key, ENV[key])
+    proc = run_cli("run", "--name", "twice", "--repeat", "2", "--relaunch", "--concurrency", "1", "--num-prompts",
+                   "2", "--input-len", "8", "--output-len", "4", "--warmup", "0", "--json", "--stall", "120", "--",
+                   *map(str, tf(MODEL, free_port())), timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["repeats_across"] == "server starts" and len(out["repeats"]) == 2
+    kinds = [r["kind"] for r in json.loads(run_cli("runs", "--json").stdout)]
+    assert kinds == ["bench", "launch", "launch"]  # newest first

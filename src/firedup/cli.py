@@ -170,6 +170,8 @@ def _parser() -> argparse.ArgumentParser:
     rn.add_argument("--url", help="the server's base URL (default: from --host/--port)")
     rn.add_argument("--stall", type=_seconds, default=300.0)
     rn.add_argument("--timeout", type=_seconds)
+    rn.add_argument("--relaunch", action="store_true",
+                    help="start the server afresh for each --repeat: the noise then includes start-to-start variation")
     _bench_options(rn)
     _ledger_option(rn)
     rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command line")
@@ -498,24 +500,33 @@ def _goodput(specs: list[str] | None) -> dict[str, float] | None:
     return out
 
 
-def _bench(url: str, args: argparse.Namespace, console: Console) -> tuple[dict, BenchResult]:
+def _bench_results(url: str, args: argparse.Namespace, console: Console, count: int) -> list[BenchResult]:
     workload = _workload(args)
     percentiles = [float(p) for p in args.percentiles.split(",") if p.strip()]
     results = []
-    total = (workload.num_prompts or 0) * args.repeat
     show = console.is_terminal and not args.json
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=not show) as progress:
-        task = progress.add_task("requests", total=total or None)
-        for _ in range(args.repeat):
+        task = progress.add_task("requests", total=(workload.num_prompts or 0) * count or None)
+        for _ in range(count):
             kwargs = {"model": args.model, "percentiles": percentiles, "goodput": _goodput(args.goodput),
                       "on_result": lambda r: progress.advance(task)}
             result = calibrate(workload, **kwargs) if args.calibrate else bench_run(url, workload, **kwargs)
             results.append(result)
+    return results
+
+
+def _aggregate(results: list[BenchResult], across_starts: bool) -> dict:
     metrics = aggregate([{**r.metrics, "client": f"firedup {__version__}", "model": r.model,
                           "health": r.health, "speculative": r.speculative} for r in results])
-    last = results[-1]
-    return metrics, last
+    if len(results) > 1:  # what the run-to-run noise covers
+        metrics["repeats_across"] = "server starts" if across_starts else "one server start"
+    return metrics
+
+
+def _bench(url: str, args: argparse.Namespace, console: Console) -> tuple[dict, BenchResult]:
+    results = _bench_results(url, args, console, args.repeat)
+    return _aggregate(results, across_starts=False), results[-1]
 
 
 def _record_bench(ledger: Ledger, metrics: dict, result: BenchResult, launch_run: dict | None,
@@ -574,20 +585,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     ledger = Ledger(args.ledger)
     sinks = [PlainView(console)] if not args.json else []
-    launched = start_and_watch(cmd, name=args.name, server=args.server, url=args.url, stall=args.stall,
-                               timeout=args.timeout, kill_on_stall=True, sinks=sinks, ledger=ledger)
-    try:
-        if launched.verdict.outcome != "ready":
-            return _finish(sinks or [JsonEvents()], launched.verdict, launched.note)
-        if not launched.run.url:
-            raise InputError("the server's URL is not known: pass --url")
-        metrics, result = _bench(launched.run.url, args, console)
-        launch_run = ledger.get(launched.verdict.run_id)
-        run_id = _record_bench(ledger, metrics, result, launch_run, launched.run.name)
-        return _show_bench(args, console, metrics, result, run_id)
-    finally:
-        if process.group_alive(launched.pgid):
-            process.stop_group(launched.pgid, popen=launched.popen)
+    starts = args.repeat if args.relaunch else 1
+    results: list[BenchResult] = []
+    for _ in range(starts):
+        launched = start_and_watch(cmd, name=args.name, server=args.server, url=args.url, stall=args.stall,
+                                   timeout=args.timeout, kill_on_stall=True, sinks=sinks, ledger=ledger)
+        try:
+            if launched.verdict.outcome != "ready":
+                return _finish(sinks or [JsonEvents()], launched.verdict, launched.note)
+            if not launched.run.url:
+                raise InputError("the server's URL is not known: pass --url")
+            results += _bench_results(launched.run.url, args, console, args.repeat // starts)
+        finally:
+            if process.group_alive(launched.pgid):
+                process.stop_group(launched.pgid, popen=launched.popen)
+    metrics = _aggregate(results, across_starts=starts > 1)
+    run_id = _record_bench(ledger, metrics, results[-1], ledger.get(launched.verdict.run_id), launched.run.name)
+    return _show_bench(args, console, metrics, results[-1], run_id)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

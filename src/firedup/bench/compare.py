@@ -88,4 +88,9 @@ def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
     changes = [
         [c for c in history.diff(base, other) if c["section"] != "phases"] for other in runs[1:]
     ]
-    return {"runs": [r["id"] for r in runs], "rows": rows, "changes": changes}
+    notes = []
+    one_start = [r["id"] for r in runs if r["metrics"].get("repeats_across") == "one server start"]
+    if one_start and any(c["verdict"] in ("regression", "improvement") for row in rows for c in row["changes"]):
+        notes.append(f"the repeats of run {', '.join(map(str, one_start))} shared one server start: the noise does "
+                     "not hold start-to-start variation (firedup run --repeat K --relaunch measures it)")
+    return {"runs": [r["id"] for r in runs], "rows": rows, "changes": changes, "notes": notes}

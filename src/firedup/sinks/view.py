@@ -156,6 +156,8 @@ def compare_table(report: dict[str, Any], console: Console) -> None:
         if changes:
             console.print(Text(f"changed from run {ids[0]} to run {other}: ", "bold") +
                           Text("; ".join(f"{c['key']} {c['a']} → {c['b']}" for c in changes)))
+    for note in report.get("notes", ()):
+        console.print(Text(f"note: {note}", "yellow"))
 
 
 def _num(value: float | None) -> str:
