@@ -15,6 +15,8 @@ from firedup.bench import client
 from firedup.bench.run import calibrate, run
 from firedup.bench.workload import Workload
 
+from .conftest import run_cli
+
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 END = b"0\r\n\r\n"
 
@@ -145,3 +147,31 @@ def test_a_server_that_never_accepts_is_not_waited_on_for_minutes(monkeypatch):
         asyncio.run(connect())
     for sock in queued + [listener]:
         sock.close()
+
+
+def test_an_api_key_goes_as_a_bearer_token_and_is_not_recorded(tmp_path, monkeypatch):
+    listener = socket.create_server(("127.0.0.1", 0))
+    heads = []
+
+    def serve() -> None:
+        sock, _ = listener.accept()
+        with sock:
+            while True:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    request += data
+                heads.append(request.split(b"\r\n\r\n")[0])
+                sock.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 12\r\n\r\nUnauthorized")
+
+    threading.Thread(target=serve, daemon=True).start()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-test")
+    proc = run_cli("bench", f"http://127.0.0.1:{listener.getsockname()[1]}", "--num-prompts", "1", "--warmup", "0")
+    assert proc.returncode == 2 and "401" in proc.stderr.decode()  # /v1/models refused: a clear one-line error
+    assert heads and all(b"\r\nAuthorization: Bearer sk-secret-test" in head for head in heads)
+    recorded = run_cli("bench", "--calibrate", "--num-prompts", "4", "--output-len", "4", "--input-len", "4")
+    assert recorded.returncode in (0, 1)  # 1: the zero-work server makes the client the bottleneck
+    stored = b"".join(path.read_bytes() for path in tmp_path.glob("ledger.db*"))
+    assert b"firedup" in stored and b"sk-secret-test" not in stored

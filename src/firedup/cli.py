@@ -77,6 +77,8 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=2, help="requests sent first and not counted")
     p.add_argument("--chat", action="store_true", help="use /v1/chat/completions")
     p.add_argument("--model", help="default: the first of /v1/models")
+    p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"),
+                   help="sent as a bearer token (default: OPENAI_API_KEY); never recorded")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--ignore-eos", action="store_true", help="ask the server to generate all --output-len tokens")
@@ -510,7 +512,7 @@ def _bench_results(url: str, args: argparse.Namespace, console: Console, count: 
         task = progress.add_task("requests", total=(workload.num_prompts or 0) * count or None)
         for _ in range(count):
             kwargs = {"model": args.model, "percentiles": percentiles, "goodput": _goodput(args.goodput),
-                      "on_result": lambda r: progress.advance(task)}
+                      "api_key": args.api_key, "on_result": lambda r: progress.advance(task)}
             result = calibrate(workload, **kwargs) if args.calibrate else bench_run(url, workload, **kwargs)
             results.append(result)
     return results

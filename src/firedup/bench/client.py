@@ -63,7 +63,7 @@ def receive(sock: socket.socket) -> tuple[bytes, float, float] | None:
 
 
 class Endpoint:
-    def __init__(self, url: str):
+    def __init__(self, url: str, api_key: str | None = None):
         parts = urlsplit(url if "//" in url else f"http://{url}")
         if parts.scheme != "http":
             raise ValueError(f"only http:// servers can be measured: {url}")
@@ -71,6 +71,7 @@ class Endpoint:
         self.port = parts.port or 80
         self.base = f"http://{parts.netloc}"
         self.authority = parts.netloc
+        self.auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
         self.read_lag = array.array("d")  # seconds between the kernel's stamp and the client's read
         self._addresses: list | None = None
 
@@ -262,7 +263,7 @@ class Connection:
         body pieces go to ``on_piece`` as they arrive."""
         if self.closed:
             raise HttpError("connection closed by the server")
-        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.endpoint.authority}\r\n"
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.endpoint.authority}\r\n{self.endpoint.auth}"
                 f"Content-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n")
         response = self._response = _Response(on_piece, head_only=method == "HEAD")
         try:

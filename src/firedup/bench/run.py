@@ -159,8 +159,9 @@ async def _one(pool: _Pool, workload: Workload, model: str, prompt: str, max_tok
 
 async def run_async(url: str, workload: Workload, model: str | None = None,
                     on_result: Callable[[metrics.RequestResult], None] | None = None,
-                    percentiles: list[float] = (99,), goodput: dict[str, float] | None = None) -> BenchResult:
-    endpoint = client.Endpoint(url)
+                    percentiles: list[float] = (99,), goodput: dict[str, float] | None = None,
+                    api_key: str | None = None) -> BenchResult:
+    endpoint = client.Endpoint(url, api_key)
     model = model or await _model(endpoint)
     items = workload.prompts()
     pool = _Pool(endpoint)
