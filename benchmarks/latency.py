@@ -55,15 +55,20 @@ def until_verdict(proc: subprocess.Popen) -> float:
     raise RuntimeError("firedup ended without a verdict")
 
 
+def append(log: Path, text: str) -> float:
+    """Append to the log; when the bytes were written."""
+    with open(log, "a") as f:
+        f.write(text)
+        f.flush()
+        return time.monotonic()
+
+
 def trial_log_event(tmp: Path, i: int, text: str) -> float:
     log = tmp / f"log-{i}.log"
     log.write_text(STARTUP)
     proc = firedup_watch(log)
     time.sleep(0.05)
-    with open(log, "a") as f:
-        f.write(text)
-        f.flush()
-        t0 = time.monotonic()
+    t0 = append(log, text)
     latency = until_verdict(proc) - t0
     proc.wait()
     return latency
@@ -79,10 +84,7 @@ def trial_remote(tmp: Path, i: int, sshd: Sshd) -> tuple[float, int]:
         if b'"event": "following"' in line:
             break
     connections = len(sshd.children())
-    with open(log, "a") as f:
-        f.write(READY)
-        f.flush()
-        t0 = time.monotonic()
+    t0 = append(log, READY)
     latency = until_verdict(proc) - t0
     proc.wait()
     return latency, connections

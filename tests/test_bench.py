@@ -97,14 +97,17 @@ def test_speculative_acceptance_from_vllm_counters_and_sglang_gauges():
 def test_datasets(tmp_path):
     jsonl = tmp_path / "p.jsonl"
     jsonl.write_text('{"prompt": "hello", "output_len": 5}\n{"prompt": "world"}\n')
-    assert load_dataset(str(jsonl), 7) == [("hello", 5), ("world", 7)]
+    assert load_dataset(str(jsonl), 7)[0] == [("hello", 5), ("world", 7)]
     share = tmp_path / "sharegpt.json"
     share.write_text(json.dumps([{"conversations": [{"from": "human", "value": "hi there"},
                                                     {"from": "gpt", "value": "one two three"}]}]))
-    assert load_dataset(str(share), 7) == [("hi there", 3)]
+    assert load_dataset(str(share), 7)[0] == [("hi there", 3)]
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(WorkloadError):
+        load_dataset(str(bad), 7)
+    bad.write_bytes(b'{"prompt": "\xff\xfe"}\n')  # not UTF-8: a clear error, not a traceback
+    with pytest.raises(WorkloadError, match="neither JSONL"):
         load_dataset(str(bad), 7)
     assert len(Workload(num_prompts=5, dataset=str(jsonl)).prompts()) == 5
     before = Workload(dataset=str(jsonl)).describe()

@@ -8,7 +8,7 @@ first rule in priority order that matches a line speak for it.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import config, lines, rules, tracebacks
@@ -47,6 +47,16 @@ def _prefilter(ruleset: RuleSet, detect: bool, ready: bool) -> Prefilter:
     return _PREFILTERS[key]
 
 
+@dataclass
+class _Block:
+    """A configuration printed over many lines, read until its closing brace."""
+    rule: Rule
+    lineno: int
+    line: lines.Line
+    captures: dict[str, Any]
+    texts: list[str] = field(default_factory=list)
+
+
 class Engine:
     def __init__(self, ruleset: RuleSet | None = None, server: str | None = None):
         self.ruleset = ruleset or rules.load()
@@ -60,8 +70,7 @@ class Engine:
         self._progress_rules = [r for r in self.ruleset.rules if r.kind == "progress"]
         self._peeked: bytes | None = None
         self._held: list[tuple] = []
-        # An open multi-line configuration: [rule, lineno, first line, captures, texts]
-        self._block: list | None = None
+        self._block: _Block | None = None  # an open multi-line configuration
 
     def feed(self, data: bytes) -> list[Signal]:
         return self._run(self.scanner.feed(data))
@@ -151,7 +160,7 @@ class Engine:
             self.scanner.prefilter = self._stage()
         if rule.kind == "config" and rule.format == "rust" and line.text.endswith("{"):
             # pretty-printed: the fields follow, one a line, up to a lone "}"
-            self._block = [rule, lineno, line, m.groupdict(), []]
+            self._block = _Block(rule, lineno, line, m.groupdict())
             self.scanner.dense = True
             return 0
         out.append(signal)
@@ -160,7 +169,7 @@ class Engine:
     def _extend_block(self, line: lines.Line, out: list[Signal]) -> bool:
         """Take a line into the open multi-line configuration; False for a
         line that starts a new log record instead (the block was cut short)."""
-        texts = self._block[4]
+        texts = self._block.texts
         if line.level:
             self._close_block(out)
             return False
@@ -172,11 +181,10 @@ class Engine:
     def _close_block(self, out: list[Signal]) -> None:
         if self._block is None:
             return
-        rule, lineno, line, captures, texts = self._block
-        self._block = None
+        block, self._block = self._block, None
         self.scanner.dense = self.tracebacks.open
-        body = "{" + (captures.get("body") or "") + "\n" + "\n".join(texts)
-        out.append(self._signal(rule, {**captures, "body": body}, lineno, line))
+        body = "{" + (block.captures.get("body") or "") + "\n" + "\n".join(block.texts)
+        out.append(self._signal(block.rule, {**block.captures, "body": body}, block.lineno, block.line))
 
     def _match(self, line: lines.Line, candidates) -> tuple[Rule, re.Match] | None:
         """The first rule in priority order that matches the line's message (or whole text).

@@ -104,9 +104,8 @@ class _Response:
     of a chunked body, or what came) go to ``on_piece(piece, arrived)`` while
     the status is 200; any other body is kept for the error message."""
 
-    def __init__(self, on_piece: Callable[[bytes, float], None] | None, head_only: bool):
+    def __init__(self, on_piece: Callable[[bytes, float], None] | None):
         self.on_piece = on_piece
-        self.head_only = head_only
         self.done: asyncio.Future = asyncio.get_running_loop().create_future()
         self.buf = b""  # received and not yet parsed from self.pos on
         self.pos = 0
@@ -165,7 +164,7 @@ class _Response:
         for line in lines[1:]:
             name, _, value = line.partition(":")
             self.headers[name.strip().lower()] = value.strip()
-        if self.head_only or self.status in (204, 304) or 100 <= self.status < 200:
+        if self.status in (204, 304) or 100 <= self.status < 200:
             self._finish()
         elif self.headers.get("transfer-encoding", "").lower() == "chunked":
             self._state = self._chunk_size
@@ -265,7 +264,7 @@ class Connection:
             raise HttpError("connection closed by the server")
         head = (f"{method} {path} HTTP/1.1\r\nHost: {self.endpoint.authority}\r\n{self.endpoint.auth}"
                 f"Content-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n")
-        response = self._response = _Response(on_piece, head_only=method == "HEAD")
+        response = self._response = _Response(on_piece)
         try:
             await self.loop.sock_sendall(self.sock, head.encode() + body)
             await response.done

@@ -8,6 +8,7 @@ import hashlib
 import json
 import random
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -47,16 +48,18 @@ class Workload:
         content as well as its path."""
         out = asdict(self)
         if self.dataset:
-            try:
-                out["dataset_sha256"] = hashlib.sha256(Path(self.dataset).read_bytes()).hexdigest()
-            except OSError as e:
-                raise WorkloadError(f"cannot read the dataset {self.dataset}: {e.strerror}") from None
+            out["dataset_sha256"] = self._dataset[1]
         return out
+
+    @cached_property
+    def _dataset(self) -> tuple[list[tuple[str, int]], str]:
+        """The dataset's prompts and its sha256, read once for every repeat."""
+        return load_dataset(self.dataset, self.output_len)
 
     def prompts(self) -> list[tuple[str, int]]:
         """(prompt, max output tokens) pairs, enough for the run."""
         if self.dataset:
-            items = load_dataset(self.dataset, self.output_len)
+            items = self._dataset[0]
         else:
             rng = random.Random(self.seed)
             count = self.num_prompts or 1000
@@ -80,30 +83,33 @@ class Workload:
         return "/v1/completions", body
 
 
-def load_dataset(path: str, default_output: int) -> list[tuple[str, int]]:
-    """JSONL ({"prompt": ..., "output_len": ...} a line) or ShareGPT (a JSON list of conversations)."""
+def load_dataset(path: str, default_output: int) -> tuple[list[tuple[str, int]], str]:
+    """JSONL ({"prompt": ..., "output_len": ...} a line) or ShareGPT (a JSON
+    list of conversations): (prompt, max output tokens) pairs, and the file's sha256."""
     try:
-        text = Path(path).read_text("utf-8")
+        data = Path(path).read_bytes()
     except OSError as e:
         raise WorkloadError(f"cannot read {path}: {e.strerror}") from None
-    stripped = text.lstrip()
     try:
-        if stripped.startswith("["):
-            items = []
-            for conv in json.loads(text):
-                turns = conv.get("conversations") or conv.get("conversation") or []
-                human = next((t["value"] for t in turns if t.get("from") in ("human", "user")), None)
-                reply = next((t["value"] for t in turns if t.get("from") in ("gpt", "assistant")), None)
-                if human:
-                    items.append((human, max(1, len(reply.split())) if reply else default_output))
-            return items
-        items = []
-        for line in text.splitlines():
-            if line.strip():
-                row = json.loads(line)
-                prompt = row.get("prompt") or row.get("text")
-                if prompt:
-                    items.append((prompt, int(row.get("output_len") or row.get("max_tokens") or default_output)))
-        return items
+        return _parse_dataset(data.decode("utf-8"), default_output), hashlib.sha256(data).hexdigest()
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise WorkloadError(f"{path} is neither JSONL prompts nor a ShareGPT file: {e}") from None
+
+
+def _parse_dataset(text: str, default_output: int) -> list[tuple[str, int]]:
+    items = []
+    if text.lstrip().startswith("["):
+        for conv in json.loads(text):
+            turns = conv.get("conversations") or conv.get("conversation") or []
+            human = next((t["value"] for t in turns if t.get("from") in ("human", "user")), None)
+            reply = next((t["value"] for t in turns if t.get("from") in ("gpt", "assistant")), None)
+            if human:
+                items.append((human, max(1, len(reply.split())) if reply else default_output))
+        return items
+    for line in text.splitlines():
+        if line.strip():
+            row = json.loads(line)
+            prompt = row.get("prompt") or row.get("text")
+            if prompt:
+                items.append((prompt, int(row.get("output_len") or row.get("max_tokens") or default_output)))
+    return items
