@@ -28,6 +28,12 @@ class Run:
         self.judge.feed(Signal("exit", data={"code": code}), at)
         return self.judge.decide(at)
 
+    def idle(self, at: float):
+        """The log went quiet: the engine reads what waits for a next line."""
+        for s in self.engine.idle():
+            self.judge.feed(s, at)
+        return self.judge.decide(at)
+
     def finish(self):
         for s in self.engine.close():
             self.judge.feed(s)
@@ -219,8 +225,10 @@ def test_phase_durations_follow_the_clock():
     assert v.phases == {"init": 5, "weights": 31, "kv_cache": 2, "cuda_graphs": 95, "serving": 0}
 
 
-def probe(status, generate=None, ready=False):
+def probe(status, generate=None, ready=False, owner=None):
     data = {"status": status, "ready": ready}
+    if owner is not None:
+        data["owner"] = owner
     if generate is not None:
         data["generate"] = generate
     return Signal("probe", line="GET /health", data=data)
@@ -271,3 +279,93 @@ def test_history_gives_a_slow_phase_a_longer_stall_window():
     run.log("[2025-01-01 00:00:00] Capture cuda graph begin.\n", at=0)
     assert run.judge.decide(200) is None
     assert run.judge.decide(300).outcome == "stalled"
+
+
+# -- a log watched alone (no process known) -------------------------------
+
+SGLANG_ARGS = '[2025-04-09 05:05:13] server_args=ServerArgs(model_path="m", tp_size=1)\n'
+CUDNN_TRACEBACK = ('Traceback (most recent call last):\n'
+                   '  File "/x/launch_server.py", line 1, in <module>\n'
+                   'RuntimeError: cuDNN version incompatibility: PyTorch was compiled against cuDNN 9.8 '
+                   'but the system runtime is cuDNN 9.6\n')
+
+
+def test_log_only_exception_then_silence_is_failed_after_the_quiet_period():
+    run = Run(server="sglang", quiet=2.0, stall=300)
+    run.log(SGLANG_ARGS, at=0)
+    assert run.log(CUDNN_TRACEBACK, at=10) is None  # the block is still open: a chain could follow
+    assert run.idle(at=10.5) is None  # closed: its exception is pending
+    assert run.judge.next_deadline() == 12.0
+    assert run.judge.decide(11.9) is None
+    v = run.judge.decide(12.0)
+    assert v.outcome == "failed" and v.cause == "cudnn_version"
+    assert v.evidence["line"].startswith("RuntimeError: cuDNN version incompatibility")
+
+
+def test_with_a_process_known_the_quiet_period_does_not_apply():
+    run = Run(server="sglang", stall=300, grace=30)  # quiet=None: the exit will tell
+    run.log(SGLANG_ARGS + CUDNN_TRACEBACK, at=0)
+    run.idle(at=0.5)
+    assert run.judge.decide(20) is None
+    assert run.exit(1, at=21).cause == "cudnn_version"
+
+
+def test_a_calm_line_after_a_handled_exception_disarms_the_quiet_period():
+    run = Run(quiet=2.0, stall=60, settle=0.5)
+    run.log(VLLM_START + "ERROR 10-12 00:26:51 x.py:1] Traceback (most recent call last):\n"
+            '  File "x.py", line 1, in f\nImportError: optional kernel not found\n', at=1)
+    run.idle(at=1.5)
+    run.log("INFO 10-12 00:26:52 x.py:9] Falling back to the slow path\n", at=2)
+    assert run.judge.decide(10) is None  # silent but went on: not failed at 4 s
+    assert run.log(VLLM_READY, at=11) is None  # waits for a bind error (no probe)
+    assert run.judge.decide(11.5).outcome == "ready"
+
+
+def test_shutdown_lines_after_an_exception_do_not_disarm_it():
+    run = Run(quiet=2.0, stall=60)
+    run.log("INFO:     Started server process [1]\nINFO:     Application startup complete.\n"
+            "ERROR:    Traceback (most recent call last):\n"
+            '  File "x.py", line 1, in f\nOSError: [Errno 98] Address already in use\n'
+            "INFO:     Waiting for application shutdown.\nINFO:     Application shutdown complete.\n", at=1)
+    v = run.judge.decide(3.0)
+    assert v.outcome == "failed" and v.cause == "port_in_use"
+
+
+def test_a_stall_window_with_an_exception_pending_is_failed_not_stalled():
+    run = Run(quiet=2.0, stall=5)
+    run.log(VLLM_START + "Traceback (most recent call last):\n  File \"x\", line 1\nValueError: bad\n"
+            "INFO 10-12 00:26:52 x.py:9] carrying on\n", at=1)
+    assert run.judge.decide(4) is None
+    assert run.judge.decide(6).outcome == "failed"
+
+
+def test_log_only_ready_before_the_bind_waits_for_the_settle_period():
+    run = Run(settle=0.5)
+    assert run.log(VLLM_START + VLLM_READY, at=1) is None
+    assert run.judge.next_deadline() == 1.5
+    v = run.log("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+                "address already in use\n", at=1.01)
+    assert v.outcome == "failed" and v.cause == "port_in_use"
+    fired = Run(server="sglang", settle=0.5)  # a ready line printed after the bind needs no wait
+    assert fired.log(SGLANG_ARGS + "[2025-04-09 05:05:21] The server is fired up and ready to roll!\n",
+                     at=1).outcome == "ready"
+
+
+def test_a_health_200_from_someone_elses_port_is_not_ready():
+    run = Run(confirm=2.0, stall=30)
+    run.judge.feed(probe(200, ready=True, owner="foreign"), 1)
+    assert run.judge.decide(1) is None
+    run.log(VLLM_START + VLLM_READY, at=2)  # the new server's ready line: the port is still the old one's
+    run.judge.feed(probe(200, ready=True, owner="foreign"), 2.5)
+    assert run.judge.decide(5) is None
+    assert run.exit(1, at=6).outcome == "failed"
+
+
+def test_a_health_200_whose_owner_cannot_be_checked_is_ready_with_a_note():
+    run = Run(server="vllm", confirm=2.0)
+    run.judge.feed(probe(200, ready=True, owner="unknown"), 1)
+    v = run.judge.decide(1)
+    assert v.outcome == "ready" and "could not be checked" in v.notes[0]
+    mine = Run(server="vllm", confirm=2.0)
+    mine.judge.feed(probe(200, ready=True, owner="tree"), 1)
+    assert mine.judge.decide(1).notes == []

@@ -25,6 +25,9 @@ BLOCK_LINES = 500
 _PREFILTERS: dict[tuple[int, bool, bool], Prefilter] = {}
 # Once a server is ready only these can still change the verdict or explain it.
 _AFTER_READY = ("fatal", "cause", "benign")
+# Lines at these levels, outside a traceback and not heartbeats or shutdown
+# lines, show a server going on after an exception it logged.
+_CALM_LEVELS = ("INFO", "DEBUG")
 
 
 def _prefilter(ruleset: RuleSet, detect: bool, ready: bool) -> Prefilter:
@@ -68,9 +71,11 @@ class Engine:
         self.tracebacks = tracebacks.Assembler()
         self._cause_rules = [r for r in self.ruleset.rules if r.cause]
         self._progress_rules = [r for r in self.ruleset.rules if r.kind == "progress"]
+        self._stopping_rules = [r for r in self.ruleset.rules if r.kind == "stopping"]
         self._peeked: bytes | None = None
         self._held: list[tuple] = []
         self._block: _Block | None = None  # an open multi-line configuration
+        self._last_heartbeat = 0  # line number of the last heartbeat read
 
     def feed(self, data: bytes) -> list[Signal]:
         return self._run(self.scanner.feed(data))
@@ -91,7 +96,18 @@ class Engine:
 
     def close(self) -> list[Signal]:
         """End of input: flush the partial last line, held lines and open tracebacks."""
-        out = self._run(self.scanner.close())
+        return self._flush(self.scanner.close())
+
+    def idle(self) -> list[Signal]:
+        """The input went quiet: read now what waits for a next line that may
+        never come. An open traceback closes (its exception reaches the judge),
+        lines held back for the family are read, an unfinished last line is
+        read as it stands (a progress redraw stays, its next state follows).
+        Reading goes on afterwards as usual; line numbers do not move."""
+        return self._flush(self.scanner.flush())
+
+    def _flush(self, segments) -> list[Signal]:
+        out = self._run(segments)
         self._release(out)
         self._close_block(out)
         out += self._attach(self.tracebacks.close())
@@ -106,8 +122,10 @@ class Engine:
         new = self.scanner.lines - before
         if new and self.scanner.last is not None:
             lineno, raw = self.scanner.last
-            out.append(Signal("lines", lineno, lines.clean(raw.decode("utf-8", "replace")),
-                              data={"n": new, "heartbeats": heartbeats}))
+            last = lines.parse(raw.decode("utf-8", "replace"))
+            calm = (last.level in _CALM_LEVELS and not self.tracebacks.open and lineno != self._last_heartbeat
+                    and not any(r.pattern.search(last.message) for r in self._stopping_rules))
+            out.append(Signal("lines", lineno, last.text, data={"n": new, "heartbeats": heartbeats, "calm": calm}))
         return out
 
     def _stage(self) -> Prefilter:
@@ -164,7 +182,10 @@ class Engine:
             self.scanner.dense = True
             return 0
         out.append(signal)
-        return rule.kind == "heartbeat"
+        if rule.kind == "heartbeat":
+            self._last_heartbeat = lineno
+            return 1
+        return 0
 
     def _extend_block(self, line: lines.Line, out: list[Signal]) -> bool:
         """Take a line into the open multi-line configuration; False for a

@@ -10,8 +10,19 @@ Rules for the outcome:
 - exceptions before ready are pending: the process exiting, the grace period
   passing without progress, or the end of a finished log makes them ``failed``;
   a later phase, moving progress or ready clears them;
+- with no process known (a log watched alone), an exception followed by
+  ``quiet`` seconds of silence is ``failed``: nothing else will say so. A later
+  calm line (INFO or DEBUG, not a heartbeat, not a shutdown line) shows the
+  server went on, and disarms that; the stall window still applies;
+- a stall window that passes with an exception pending is ``failed`` (what
+  a finished log with that exception is), not ``stalled``;
 - after ready, exceptions are request or shutdown noise unless the process then
   exits with an error;
+- a ready line printed before the port is bound (uvicorn's "Application
+  startup complete.") waits, without a health probe, ``settle`` seconds for
+  the bind to fail;
+- a health 200 from a port held by a process outside the server's tree is not
+  ready: it is someone else's server;
 - ``stalled`` needs a stall window with no progress evidence: a new phase,
   progress that moves, log lines that are not heartbeats, probe evidence.
 """
@@ -53,6 +64,7 @@ class Verdict:
     elapsed: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
     exit_code: int | None = None
+    notes: list[str] = field(default_factory=list)  # what the verdict could not check
     stacks: str | None = None  # py-spy dump of a stalled server
     anomalies: list[str] = field(default_factory=list)  # phases far slower than usual
     changes: list[dict[str, Any]] = field(default_factory=list)  # since the last good run
@@ -73,7 +85,7 @@ class Verdict:
             d.update(elapsed=round(self.elapsed, 3), phases=self.phases, exit_code=self.exit_code)
         if self.stacks:
             d["stacks"] = self.stacks
-        for key in ("anomalies", "changes", "run_id"):
+        for key in ("notes", "anomalies", "changes", "run_id"):
             if getattr(self, key):
                 d[key] = getattr(self, key)
         return d
@@ -93,8 +105,13 @@ def _score(s: Signal) -> int:
 class Judge:
     def __init__(self, *, now: float = 0.0, stall: float | None = None, timeout: float | None = None,
                  grace: float = 30.0, server: str | None = None, confirm: float | None = None,
-                 require_generate: bool = False, stall_for: dict[str, float] | None = None):
+                 require_generate: bool = False, stall_for: dict[str, float] | None = None,
+                 quiet: float | None = None, settle: float = 0.0):
         self.stall = stall
+        # Log-only watching: silence after an exception that decides failed.
+        self.quiet = quiet
+        # How long a ready line printed before the bind waits without a probe.
+        self.settle = settle
         # Per phase, a longer stall window where history says the phase is slow.
         self.stall_for = stall_for or {}
         self.timeout = timeout
@@ -130,6 +147,10 @@ class Judge:
         self._benign_seen: set[tuple[str, str]] = set()
         self.exit_code: int | None = None
         self.after_ready: list[Signal] = []
+        self.last_line_at = now
+        self._calm_lineno = 0  # the last line that showed the server going on
+        self._stopping = False  # a shutdown line came after an exception
+        self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
 
     # -- input ---------------------------------------------------------------
 
@@ -139,8 +160,14 @@ class Judge:
             self._reset(now)  # a new run appended to the same log
         if kind == "lines":
             self.last_line = s
+            self.last_line_at = now
+            if s.data.get("calm"):
+                self._calm_lineno = s.lineno
             if s.data["n"] > s.data["heartbeats"]:
                 self._evidence(now)
+            return
+        if kind == "stopping":
+            self._stopping = self._stopping or bool(self.candidates)
             return
         if kind == "detect":
             self.server = self.server or s.data["server"]
@@ -149,6 +176,9 @@ class Judge:
             self._evidence(now)
             return
         if kind == "probe":
+            self.owner = s.data.get("owner", self.owner)
+            if self.owner == "foreign":
+                return  # someone else's server answered
             self.answered = self.answered or s.data["status"] is not None
             self.generated = self.generated or s.data.get("generate") == 200
             if s.data.get("ready") and self.ready is None and not self.fatal:
@@ -190,6 +220,7 @@ class Judge:
         self.ready_at = now
         self.candidates.clear()
         self.pending_since = None
+        self._stopping = False
         self._enter("serving", now)
 
     def _fail(self, s: Signal, now: float) -> None:
@@ -224,6 +255,7 @@ class Judge:
         if self.candidates and not self.fatal:
             self.candidates.clear()
             self.pending_since = None
+            self._stopping = False
 
     def _benign(self, s: Signal) -> None:
         key = (s.rule.id, s.line.split("]")[-1][-120:])
@@ -242,16 +274,49 @@ class Judge:
                 return None
             return self._failed(now)
         if self.ready is not None:
-            waiting_for_port = self.confirm is not None and not self.answered and now - self.ready_at < self.confirm
-            if not waiting_for_port and (self.generated or not self.require_generate):
+            if self._ready_confirmed(now):
                 return self._verdict("ready", now, self._evidence_of(self.ready))
-        elif self.candidates and now - self.pending_since >= self.grace:
+        elif self.candidates and (now - self.pending_since >= self.grace or self._quiet_after_exception(now)):
             return self._failed(now)
         if self.timeout is not None and now - self.started >= self.timeout:
             return self._verdict("timeout", now, self._last_line())
         if self.stall is not None and now - self.last_evidence >= max(self.stall, self.stall_for.get(self.phase, 0)):
+            if self.candidates:
+                return self._failed(now)
             return self._verdict("stalled", now, self._last_line())
         return None
+
+    def next_deadline(self) -> float | None:
+        """The earliest clock reading at which ``decide`` may answer without new
+        input, for a caller that sleeps until then (None: no near deadline)."""
+        times = []
+        if self.ready is not None:
+            if self.confirm is not None and not self.answered:
+                times.append(self.ready_at + self.confirm)
+            elif self.confirm is None and self._settles(self.ready):
+                times.append(self.ready_at + self.settle)
+        elif self.candidates and self.quiet is not None:
+            times.append(self.last_line_at + self.quiet)
+        return min(times) if times else None
+
+    def _settles(self, ready: Signal) -> bool:
+        return ready.rule is not None and ready.rule.before_bind
+
+    def _ready_confirmed(self, now: float) -> bool:
+        if self.owner == "foreign" and self.ready.kind != "probe":
+            return False  # the port answering is not this server's
+        if self.confirm is not None:
+            if not self.answered and now - self.ready_at < self.confirm:
+                return False
+        elif self._settles(self.ready) and now - self.ready_at < self.settle:
+            return False
+        return self.generated or not self.require_generate
+
+    def _quiet_after_exception(self, now: float) -> bool:
+        if self.quiet is None or now - self.last_line_at < self.quiet:
+            return False
+        went_on = self._calm_lineno > max(c.lineno for c in self.candidates) and not self._stopping
+        return not went_on
 
     def finish(self, now: float = 0.0) -> Verdict:
         """The verdict on a finished log: no more lines will come."""
@@ -307,5 +372,11 @@ class Judge:
             outcome=outcome, cause=cause, server=self.server, phase=phase, evidence=evidence,
             explanation=explanation, remedy=remedy, progress=self.progress, config=dict(self.config),
             benign=list(self.benign), version=self.version, elapsed=now - self.started,
-            phases=phases, exit_code=self.exit_code,
+            phases=phases, exit_code=self.exit_code, notes=self._notes(outcome),
         )
+
+    def _notes(self, outcome: str) -> list[str]:
+        if outcome == "ready" and self.owner == "unknown":
+            return ["the health endpoint answered, but whose port it is could not be checked "
+                    "(another host, network namespace or container): the listening socket is not in this machine's view"]
+        return []

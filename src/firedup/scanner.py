@@ -145,6 +145,13 @@ class Scanner:
         if tail:
             yield from self._region(tail)
 
+    def flush(self) -> Iterator[tuple[int, bytes, list[object]]]:
+        """The unfinished last line as it stands, unless it is a redraw. What
+        comes next continues on the same line number."""
+        if self._redrawn or not self._tail:
+            return iter(())
+        return self.close()
+
     def _region(self, region: bytes) -> Iterator[tuple[int, bytes, list[object]]]:
         if b"\x1b" in region:  # colour codes can sit inside the words rules look for
             region = _ANSI.sub(b"", region)

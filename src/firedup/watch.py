@@ -25,7 +25,8 @@ from .judge import Judge, Verdict
 from .signals import Signal
 from .sources import inotify
 from .sources.file import FileFollower
-from .sources.http import Prober
+from .sources import owners
+from .sources.http import Prober, is_local
 from .sources.process import ExitWatch
 from .sources.procstat import TreeSampler, working
 from .sources.ssh import RemoteSource
@@ -33,6 +34,17 @@ from .sources.ssh import RemoteSource
 SAMPLE_EVERY = 1.0
 POLL = 0.25  # the longest sleep: deadlines and polling fallback
 CONFIRM = 2.0  # how long a ready line waits for the port to answer
+# A log watched alone: silence after an exception that makes it failed. Long
+# enough for the rest of a dying server's output (worker tracebacks, the
+# parent's "Engine core initialization failed", shutdown lines), which all
+# comes within milliseconds; short beside the 5 s of the grep loop it
+# replaces. A later calm line disarms it.
+QUIET = 2.0
+# Quiet after which an open traceback closes and held lines are read.
+IDLE = 0.5
+# Without a health probe, how long uvicorn's "startup complete" (printed before
+# the bind) waits for a bind error.
+SETTLE = 0.5
 STACK_DUMP_TIMEOUT = 20
 
 
@@ -43,15 +55,25 @@ class Watch:
                  sinks: Sequence[Any] = (), clock: Callable[[], float] = time.monotonic,
                  offset: int = 0, probe_generate: bool = False, remote: RemoteSource | None = None,
                  cancel: threading.Event | None = None, stall_for: dict[str, float] | None = None,
-                 expect: dict[str, Any] | None = None):
+                 expect: dict[str, Any] | None = None, quiet: float = QUIET,
+                 listening_before: set[str] | None = None):
         self.clock = clock
         self.started = clock()
         self.engine = Engine(server=server)
         self.ruleset = self.engine.ruleset
         self._stream_ready = False
+        self.exit_watch = exit_watch or (ExitWatch(pid) if pid else None)
+        # No process known: the log's writer is looked for; until one is found
+        # a fatal exception followed by silence decides.
+        self._find_writer = bool(log) and self.exit_watch is None
+        log_only = self.exit_watch is None and not (remote and (remote.pid or remote.launch))
         self.judge = Judge(now=self.started, stall=stall, timeout=timeout, grace=grace, server=server,
                            confirm=CONFIRM if url or (remote and remote.url) else None,
-                           require_generate=bool(url and probe_generate), stall_for=stall_for)
+                           require_generate=bool(url and probe_generate), stall_for=stall_for,
+                           quiet=quiet if log_only else None, settle=SETTLE)
+        # The sockets on the server's port from before it started (launch):
+        # one of them answering is another server.
+        self.listening_before = listening_before
         self.expect = expect
         self.probe_generate = probe_generate
         self.remote = remote
@@ -60,7 +82,6 @@ class Watch:
         self.environment: dict[str, Any] | None = None  # a remote host's, when its agent sends it
         self.follower = FileFollower(log, offset) if log else None
         self.stream = stream
-        self.exit_watch = exit_watch or (ExitWatch(pid) if pid else None)
         self.sampler = TreeSampler(self.exit_watch.pid) if self.exit_watch else None
         self.url = url
         self.prober: Prober | None = None
@@ -69,6 +90,8 @@ class Watch:
         self._progress = None
         self._warnings = 0
         self._last_line = ""
+        self._last_data = self.started
+        self._idle = True  # nothing read since the last idle flush
 
     # -- the loop ------------------------------------------------------------
 
@@ -97,6 +120,7 @@ class Watch:
                    pid=self.exit_watch.pid if self.exit_watch else None, url=self.prober.url if self.prober else None)
         if self.expect:
             self._emit(0.0, "expect", **self.expect)
+        self._look_for_writer(sel, self.started)
         next_sample = self.started
         remote_fd = -1
         try:
@@ -105,6 +129,8 @@ class Watch:
                     return None
                 now = self.clock()
                 self._read(now)
+                if self._find_writer:
+                    self._look_for_writer(sel, now)
                 if self.remote is not None:
                     self._remote_events(now)
                     if self.remote.fileno() != remote_fd:  # reconnected: a new pipe
@@ -127,6 +153,9 @@ class Watch:
                         self._close_input(now)
                         self.judge.feed(Signal("exit", data={"code": code}), now)
                         self._emit(now - self.started, "exit", code=code)
+                if not self._idle and now - self._last_data >= IDLE:
+                    self._idle = True
+                    self._feed(self.engine.idle(), now)
                 verdict = self.judge.decide(now)
                 if verdict is None and not (self.follower or self.stream or self.exit_watch or self.remote):
                     verdict = self.judge.finish(now)  # standard input ended, nothing else to wait for
@@ -135,7 +164,7 @@ class Watch:
                         verdict.stacks = stack_dump(self.sampler.sample())
                     return verdict
                 self._view(now)
-                for key, _ in sel.select(POLL):
+                for key, _ in sel.select(self._sleep(now)):
                     if key.fileobj is notify:
                         notify.drain()
                     elif key.fileobj is self.stream:
@@ -151,16 +180,51 @@ class Watch:
             if self.exit_watch is not None:
                 self.exit_watch.close()
 
+    def _sleep(self, now: float) -> float:
+        """Until the next thing to do without input: an idle flush, a deadline."""
+        times = [now + POLL]
+        if not self._idle:
+            times.append(self._last_data + IDLE)
+        deadline = self.judge.next_deadline()
+        if deadline is not None:
+            times.append(deadline)
+        return max(0.0, min(times) - now)
+
+    def _look_for_writer(self, sel: selectors.BaseSelector, now: float) -> None:
+        """A log watched alone: the processes writing it stand in for --pid
+        (their exit, their activity). Looked for once the log exists."""
+        if not self._find_writer or not os.path.exists(self.follower.path):
+            return
+        self._find_writer = False
+        for pid in owners.writers(self.follower.path):
+            try:
+                self.exit_watch = ExitWatch(pid)
+            except OSError:  # gone already, or not ours to watch
+                continue
+            self.sampler = TreeSampler(pid)
+            sel.register(self.exit_watch, selectors.EVENT_READ)
+            self.judge.quiet = None  # its exit will tell
+            self._emit(now - self.started, "writer", pid=pid, command=owners.command_of(pid))
+            return
+        self._emit(now - self.started, "writer", pid=None,
+                   note="no process has the log open for writing (or none this user can see): the verdict comes "
+                        "from the log alone; an exception followed by silence is failed")
+
+    def _data(self, data: bytes, now: float) -> None:
+        self._last_data = now
+        self._idle = False
+        self._feed(self.engine.feed(data) + self.engine.peek(), now)
+
     def _read(self, now: float) -> None:
         if self.follower is not None:
             data = self.follower.read()
             if data:
-                self._feed(self.engine.feed(data) + self.engine.peek(), now)
+                self._data(data, now)
         if self.stream is not None and self._stream_ready:
             self._stream_ready = False
             data = os.read(self.stream.fileno(), 1 << 20)
             if data:
-                self._feed(self.engine.feed(data) + self.engine.peek(), now)
+                self._data(data, now)
             else:  # standard input ended: the log is finished
                 self._close_input(now)
                 self.stream = None
@@ -186,12 +250,27 @@ class Watch:
         if self.probe_generate:
             line += f", POST /v1/completions (1 token) -> {generate}"
         ready = status == 200 and ready_by_health and (generate == 200 or not self.probe_generate)
-        self.judge.feed(Signal("probe", line=line, data={**result, "ready": ready}), now)
+        data = {**result, "ready": ready}
+        if status is not None and "owner" not in data and self.prober is not None:
+            data["owner"], data["holder"] = self._owner()
+        if data.get("owner") == "foreign":
+            line += f" (answered by {data.get('holder')}, not the server watched)"
+            if self.judge.owner != "foreign":
+                self._emit(now - self.started, "port", owner="foreign", holder=data.get("holder"))
+        self.judge.feed(Signal("probe", line=line, data=data), now)
+
+    def _owner(self) -> tuple[str, str | None]:
+        """Whose server answered the probe (tree, foreign or unknown), and who holds the port."""
+        if not is_local(self.prober.host):
+            return "unknown", None
+        pid = self.exit_watch.pid if self.exit_watch else None
+        owner, holders = owners.ownership(self.prober.port, pid, self.listening_before)
+        return owner, ", ".join(h.describe() for h in holders) or None
 
     def _remote_events(self, now: float) -> None:
         for kind, payload in self.remote.events():
             if kind == "log":
-                self._feed(self.engine.feed(payload) + self.engine.peek(), now)
+                self._data(payload, now)
             elif kind == "evidence":
                 if working(self._remote_sample, payload):
                     self.judge.feed(Signal("evidence", data=payload), now)

@@ -1,8 +1,10 @@
 """Rule packs: one TOML file per server family, compiled into one ordered rule set.
 
 A pack lists, in priority order, rules of these kinds: ``ready``, ``phase``,
-``progress``, ``heartbeat``, ``fatal``, ``cause``, ``benign``, ``config``. Any
-rule may also move the phase (``phase = "weights"``). Packs of server families
+``progress``, ``heartbeat``, ``fatal``, ``cause``, ``benign``, ``config``,
+``stopping`` (the server says it is shutting down). Any rule may also move the
+phase (``phase = "weights"``); a ready rule may say that the server prints it
+before it binds its port (``before_bind = true``). Packs of server families
 come before ``generic``, so that a family's reading of a line (a benign
 "No module named ..." probe) wins over the generic one.
 """
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
-KINDS = ("ready", "phase", "progress", "heartbeat", "fatal", "cause", "benign", "config")
+KINDS = ("ready", "phase", "progress", "heartbeat", "fatal", "cause", "benign", "config", "stopping")
 CAUSES = (
     "cuda_oom", "host_oom", "kv_cache_too_small", "cudnn_version", "arch_unsupported",
     "driver_mismatch", "gpu_unavailable", "undefined_symbol", "version_mismatch",
@@ -46,6 +48,7 @@ class Rule:
     phase: str | None = None
     format: str | None = None  # how a config rule's "body" group is written
     start: bool = False  # the line a server prints once when it starts
+    before_bind: bool = False  # a ready line printed before the port is bound
     examples: tuple[str, ...] = ()
 
 
@@ -90,7 +93,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         rid = raw.get("id") or f"{name}#{i}"
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
-                              "phase", "format", "start", "examples"}
+                              "phase", "format", "start", "before_bind", "examples"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -118,7 +121,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             id=rid, family=name, kind=kind, pattern=_compile(raw["pattern"], where),
             index=start_index + i, cause=cause, explanation=raw.get("explanation", "").strip(),
             remedy=raw.get("remedy", "").strip(), phase=phase, format=fmt,
-            start=bool(raw.get("start", False)), examples=examples,
+            start=bool(raw.get("start", False)), before_bind=bool(raw.get("before_bind", False)),
+            examples=examples,
         ))
     return Pack(
         family=name,

@@ -11,7 +11,22 @@ import os
 import queue
 import threading
 import time
+import ipaddress
+import socket
 from urllib.parse import urlsplit
+
+import psutil
+
+
+def is_local(host: str) -> bool:
+    """Whether ``host`` names this machine (loopback, or one of its addresses)."""
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    mine = {a.address.split("%")[0] for nics in psutil.net_if_addrs().values() for a in nics}
+    ips = [ipaddress.ip_address(a.split("%")[0]) for a in addresses]
+    return all(ip.is_loopback or ip.is_unspecified or str(ip) in mine for ip in ips)
 
 
 class Prober:

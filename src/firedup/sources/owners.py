@@ -1,0 +1,168 @@
+"""Who holds a file or a port, from /proc: the processes writing a log, and the
+process listening on a TCP port.
+
+A log watched without ``--pid`` gets its writer from here (its exit and
+activity then count as they would with ``--pid``); a health answer counts as
+the server's only when the listening socket belongs to the server's process
+tree; ``launch`` refuses a port someone already listens on.
+
+Only what this user may read is seen: another user's processes, another
+network namespace (a container) or another host are not, and callers say so.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import psutil
+
+_LISTEN = "0A"  # TCP state in /proc/net/tcp
+_WRITE_MODES = os.O_WRONLY | os.O_RDWR
+
+
+@dataclass(frozen=True)
+class Holder:
+    inode: str  # the listening socket
+    pid: int | None  # None: its process is not visible to this user
+    command: str | None
+
+    def describe(self) -> str:
+        if self.pid is None:
+            return "a process this user cannot see"
+        return f"pid {self.pid} ({self.command})" if self.command else f"pid {self.pid}"
+
+
+def command_of(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().rstrip(b"\0").split(b"\0")
+    except OSError:
+        return None
+    text = " ".join(a.decode("utf-8", "replace") for a in argv)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _pids() -> list[int]:
+    return [int(e) for e in os.listdir("/proc") if e.isdigit()]
+
+
+def _fds(pid: int) -> list[tuple[str, str]]:
+    """(fd, link target) of a process's open files, [] where not readable."""
+    base = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    out = []
+    for fd in names:
+        try:
+            out.append((fd, os.readlink(f"{base}/{fd}")))
+        except OSError:
+            continue
+    return out
+
+
+def _writes(pid: int, fd: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+            for line in f:
+                if line.startswith("flags:"):
+                    return bool(int(line.split()[1], 8) & _WRITE_MODES)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def writers(path: str) -> list[int]:
+    """The processes that have ``path`` open for writing, outermost first: the
+    one whose parent is not itself a writer (a server and the workers that
+    inherited its stdout), then the others."""
+    try:
+        target = os.path.realpath(path)
+    except OSError:
+        return []
+    me = os.getpid()
+    found = [pid for pid in _pids() if pid != me
+             and any(link == target and _writes(pid, fd) for fd, link in _fds(pid))]
+    return sorted(found, key=lambda pid: (_parent(pid) in found, _started(pid)))
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return psutil.Process(pid).ppid()
+    except psutil.Error:
+        return None
+
+
+def _started(pid: int) -> float:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return 0.0
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f, None)
+                for row in f:
+                    cols = row.split()
+                    if len(cols) > 9 and cols[3] == _LISTEN and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(cols[9])
+        except OSError:
+            continue
+    return inodes
+
+
+def listeners(port: int) -> list[Holder]:
+    """Who listens on TCP ``port`` in this network namespace ([] if nobody),
+    outermost process first (workers inherit the socket)."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return []
+    sockets = {f"socket:[{inode}]": inode for inode in inodes}
+    holders: list[Holder] = []
+    for pid in _pids():
+        for _, link in _fds(pid):
+            if link in sockets:
+                holders.append(Holder(sockets[link], pid, command_of(pid)))
+                break
+    pids = {h.pid for h in holders}
+    holders.sort(key=lambda h: (_parent(h.pid) in pids, _started(h.pid)))
+    seen = {h.inode for h in holders}
+    holders += [Holder(inode, None, None) for inode in sorted(inodes - seen)]
+    return holders
+
+
+def tree(pid: int) -> set[int]:
+    """``pid`` and its descendants."""
+    try:
+        root = psutil.Process(pid)
+        return {pid, *(p.pid for p in root.children(recursive=True))}
+    except psutil.Error:
+        return {pid}
+
+
+def ownership(port: int, pid: int | None, before: set[str] | None = None) -> tuple[str, list[Holder]]:
+    """Whose is the server answering on ``port``, for the process tree of ``pid``:
+
+    - ``tree``: a listening socket belongs to the tree;
+    - ``foreign``: the sockets belong to processes outside it, and were there
+      before it started (``before``: their inodes; None when the start is not
+      known, as for ``watch --pid``: then any socket outside the tree);
+    - ``unknown``: no socket is visible here (another host, network namespace or
+      container), or one outside the tree appeared after the start (a
+      container runtime's proxy), which cannot be told from the server's own.
+    """
+    holders = listeners(port)
+    if pid is None or not holders:
+        return "unknown", holders
+    ours = tree(pid)
+    if any(h.pid in ours for h in holders):
+        return "tree", holders
+    if before is None or any(h.inode in before for h in holders):
+        return "foreign", holders
+    return "unknown", holders
