@@ -6,7 +6,9 @@ window, the hard timeout, and the grace period a traceback gets while its
 process is still alive.
 
 Rules for the outcome:
-- a ``fatal`` line decides ``failed`` at once, before or after ready;
+- a ``fatal`` line decides ``failed`` at once, before or after ready, when a
+  cause is named; otherwise after ``settle`` seconds of silence, as the lines
+  that name the cause (a worker's traceback) often follow it;
 - exceptions before ready are pending: the process exiting, the grace period
   passing without progress, or the end of a finished log makes them ``failed``;
   a later phase, moving progress or ready clears them;
@@ -268,7 +270,9 @@ class Judge:
     def decide(self, now: float) -> Verdict | None:
         """The verdict as soon as it can be known, or None to keep watching."""
         if self.fatal:
-            return self._failed(now)
+            if self._cause_named() or now - self.last_line_at >= self.settle:
+                return self._failed(now)
+            return None  # the lines that name the cause usually follow within the burst
         if self.exit_code is not None:
             if self.ready is not None and self.exit_code == 0:
                 return None
@@ -290,6 +294,8 @@ class Judge:
         """The earliest clock reading at which ``decide`` may answer without new
         input, for a caller that sleeps until then (None: no near deadline)."""
         times = []
+        if self.fatal and not self._cause_named():
+            times.append(self.last_line_at + self.settle)
         if self.ready is not None:
             if self.confirm is not None and not self.answered:
                 times.append(self.ready_at + self.confirm)
@@ -298,6 +304,9 @@ class Judge:
         elif self.candidates and self.quiet is not None:
             times.append(self.last_line_at + self.quiet)
         return min(times) if times else None
+
+    def _cause_named(self) -> bool:
+        return any(_score(c) == 3 for c in self.candidates or self.after_ready)
 
     def _settles(self, ready: Signal) -> bool:
         return ready.rule is not None and ready.rule.before_bind
