@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from firedup import rules
-from firedup.lines import clean
+from firedup.lines import parse
 
 from .conftest import CORPUS, FIXTURES, corpus_logs
 
@@ -41,7 +41,8 @@ LOGS = labelled_logs()
 
 
 def _before_bind(line: str) -> bool:
-    return any(r.before_bind and r.pattern.search(clean(line)) for r in rules.load().rules)
+    message = parse(line).message
+    return any(r.before_bind and r.pattern.search(message) for r in rules.load().rules)
 
 
 def _env(tmp: Path) -> dict[str, str]:
