@@ -65,12 +65,10 @@ def launch(argv: Sequence[str], *, name: str | None = None, server: str | None =
     launched = start_and_watch(argv, name=name, server=server, log=log, url=url, stall=stall,
                                timeout=timeout, kill_on_stall=True, env=env, stop_grace=stop_grace)
     if launched.verdict.outcome != "ready":
-        if process.group_alive(launched.pgid):
-            process.stop_group(launched.pgid, stop_grace, launched.popen)
+        launched.stop(stop_grace)
         raise _ERRORS[launched.verdict.outcome](launched.verdict, launched.run.log)
     handle = Server(launched.run.name, launched.run.pid, launched.run.url, launched.run.log, launched.verdict)
     try:
         yield handle
     finally:
-        if process.group_alive(launched.pgid):
-            process.stop_group(launched.pgid, stop_grace, launched.popen)
+        launched.stop(stop_grace)

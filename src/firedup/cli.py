@@ -36,7 +36,7 @@ from .sinks.events import JsonEvents
 from .sinks.live import LiveView, PlainView
 from .sources import process, ssh
 from .sources.file import FileFollower
-from .watch import Watch
+from .watch import QUIET, Watch
 
 USAGE_ERROR = 2
 SERVERS = (*FAMILIES, "generic")
@@ -60,6 +60,11 @@ def _live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-generate", action="store_true",
                    help="ready only once a one-token completion succeeds (needs the URL)")
     p.add_argument("--json", action="store_true", help="JSON events, one a line; the verdict last")
+
+
+def _port_check_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port-check", choices=("on", "off"), default="on",
+                   help="on (default): a port someone already listens on fails the start at once, naming them")
 
 
 def _bench_options(p: argparse.ArgumentParser) -> None:
@@ -132,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--pid", type=int, help="also watch this process (local or on the remote host of the target)")
     w.add_argument("--all", action="store_true",
                    help="one multi-node server: ready when every target is, failed as soon as one fails")
+    w.add_argument("--quiet", type=_seconds, default=QUIET,
+                   help="with no process known (no --pid, no writer found): seconds of silence after a fatal "
+                        f"exception that make it failed (default {QUIET:g})")
     _live_options(w)
     _ssh_options(w)
     _ledger_option(w)
@@ -146,6 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     la.add_argument("--attach", action="store_true", help="after ready, stay and stream the log; Ctrl-C stops it")
     la.add_argument("--kill-on-stall", action="store_true", help="stop a stalled server too")
     la.add_argument("--host", help="[user@]host[:port]: start it there over SSH (it survives the connection)")
+    _port_check_option(la)
     _live_options(la)
     _ssh_options(la)
     _ledger_option(la)
@@ -172,6 +181,7 @@ def _parser() -> argparse.ArgumentParser:
     rn.add_argument("--url", help="the server's base URL (default: from --host/--port)")
     rn.add_argument("--stall", type=_seconds, default=300.0)
     rn.add_argument("--timeout", type=_seconds)
+    _port_check_option(rn)
     rn.add_argument("--relaunch", action="store_true",
                     help="start the server afresh for each --repeat: the noise then includes start-to-start variation")
     _bench_options(rn)
@@ -244,14 +254,15 @@ def _watch_for(target: str, args: argparse.Namespace, sinks: list, cancel=None) 
             url = url.rstrip("/") + (pack.health if pack and pack.health else "/health")
         source = ssh.RemoteSource(host, path, pid=args.pid, url=url, ssh_args=args.ssh_arg)
         return Watch(remote=source, server=args.server, stall=args.stall, timeout=args.timeout,
-                     grace=args.grace, sinks=sinks, cancel=cancel)
+                     grace=args.grace, sinks=sinks, cancel=cancel, quiet=args.quiet)
     if args.pid is not None and not process.pid_exists(args.pid):
         raise InputError(f"no process {args.pid}")
     if target != "-" and os.path.isdir(target):
         raise InputError(f"cannot watch {target}: is a directory")
     return Watch(log=None if target == "-" else target, stream=sys.stdin.buffer if target == "-" else None,
                  server=args.server, pid=args.pid, url=args.url, stall=args.stall, timeout=args.timeout,
-                 grace=args.grace, sinks=sinks, probe_generate=args.probe_generate, cancel=cancel)
+                 grace=args.grace, sinks=sinks, probe_generate=args.probe_generate, cancel=cancel,
+                 quiet=args.quiet)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -378,7 +389,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
             _, verdict, note = start_remote(ssh.Host.parse(args.host), cmd, name=args.name, server=args.server,
                                             url=args.url, stall=args.stall, timeout=args.timeout,
                                             grace=args.grace, kill_on_stall=args.kill_on_stall, sinks=sinks,
-                                            ssh_args=args.ssh_arg, ledger=ledger)
+                                            ssh_args=args.ssh_arg, ledger=ledger,
+                                            port_check=args.port_check == "on")
         finally:
             for sink in sinks:
                 sink.close()
@@ -387,7 +399,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
         launched = start_and_watch(cmd, name=args.name, server=args.server, log=args.log, url=args.url,
                                    stall=args.stall, timeout=args.timeout, grace=args.grace,
                                    kill_on_stall=args.kill_on_stall, sinks=sinks,
-                                   probe_generate=args.probe_generate, ledger=ledger)
+                                   probe_generate=args.probe_generate, ledger=ledger,
+                                   port_check=args.port_check == "on")
     except FileNotFoundError as e:
         raise InputError(f"cannot start {cmd[0]}: {e.strerror}") from None
     except ValueError as e:
@@ -591,7 +604,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     results: list[BenchResult] = []
     for _ in range(starts):
         launched = start_and_watch(cmd, name=args.name, server=args.server, url=args.url, stall=args.stall,
-                                   timeout=args.timeout, kill_on_stall=True, sinks=sinks, ledger=ledger)
+                                   timeout=args.timeout, kill_on_stall=True, sinks=sinks, ledger=ledger,
+                                   port_check=args.port_check == "on")
         try:
             if launched.verdict.outcome != "ready":
                 return _finish(sinks or [JsonEvents()], launched.verdict, launched.note)
@@ -599,8 +613,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise InputError("the server's URL is not known: pass --url")
             results += _bench_results(launched.run.url, args, console, args.repeat // starts)
         finally:
-            if process.group_alive(launched.pgid):
-                process.stop_group(launched.pgid, popen=launched.popen)
+            launched.stop()
     metrics = _aggregate(results, across_starts=starts > 1)
     run_id = _record_bench(ledger, metrics, results[-1], ledger.get(launched.verdict.run_id), launched.run.name)
     return _show_bench(args, console, metrics, results[-1], run_id)

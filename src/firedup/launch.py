@@ -11,16 +11,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psutil
 
 from . import rules, runs
+from .judge import Verdict
 from .ledger import environment
 from .ledger.memory import Memory
 from .ledger.store import Ledger
-from .sources import ssh
-from .judge import Verdict
-from .sources import process
+from .sources import owners, process, ssh
+from .sources.http import is_local
 from .sources.process import ExitWatch
 from .watch import Watch
 
@@ -74,7 +75,7 @@ class _Background:
 @dataclass
 class Launched:
     run: runs.Run
-    popen: Any
+    popen: Any  # None: refused before it started (its port was taken)
     verdict: Verdict
     note: str | None = None
     offset: int = 0  # how far into the log the watch read
@@ -83,15 +84,58 @@ class Launched:
     def pgid(self) -> int:
         return self.run.pid  # start_new_session: the server leads its own group
 
+    def stop(self, grace: float = STOP_GRACE) -> str | None:
+        """Stop what is left of the server's process group (None: nothing ran)."""
+        if self.popen is None or not process.group_alive(self.pgid):
+            return None
+        return process.stop_group(self.pgid, grace, self.popen)
+
+
+def port_of(url: str | None) -> int | None:
+    """The TCP port of a local URL, None for another host's."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return port if is_local(parts.hostname or "127.0.0.1") else None
+
+
+def held_by(holder: owners.Holder) -> str:
+    """The holder of a port, by its firedup run name when it is one of ours."""
+    if holder.pid is not None:
+        lineage = owners.lineage(holder.pid)
+        for run in runs.all_runs():
+            if run.pid in lineage and run.alive():
+                return f"{holder.describe()}, firedup run {run.name!r} (firedup stop {run.name})"
+    return holder.describe()
+
+
+def port_taken(port: int, holders: list[str], family: str | None) -> Verdict:
+    """The verdict on a start refused because someone already listens on its port."""
+    rule = next(r for r in rules.load().rules if r.cause == "port_in_use")
+    who = "; ".join(holders)
+    return Verdict(
+        outcome="failed", cause="port_in_use", server=family, phase="init",
+        evidence={"line": f"port {port} is already listened on by {who}", "lineno": None},
+        explanation=f"Port {port} is taken before the server starts: it could not bind, and a health check would "
+                    f"have reached the server already there. {rule.explanation}",
+        remedy=f"Stop the server that holds it, or start this one with another --port. {rule.remedy} "
+               "(--port-check off starts it anyway.)",
+    )
+
 
 def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str | None = None,
                     log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = 300.0,
                     timeout: float | None = None, grace: float = 30.0, kill_on_stall: bool = False,
                     env: Mapping[str, str] | None = None, sinks: Sequence[Any] = (),
                     stop_grace: float = STOP_GRACE, probe_generate: bool = False,
-                    ledger: Ledger | None = None) -> Launched:
+                    ledger: Ledger | None = None, port_check: bool = True) -> Launched:
     """Start ``argv`` detached, watch it to a verdict, and stop it unless it is
-    ready (or stalled, which is left running for inspection unless asked)."""
+    ready (or stalled, which is left running for inspection unless asked).
+
+    Its port is checked first: a port someone listens on fails the start at
+    once (``port_check=False`` starts it anyway; a health answer from the
+    socket that was there before still never counts as this server's)."""
     argv = list(argv)
     family = server or rules.load().detect_command(argv)
     name = name or runs.default_name(argv, family)
@@ -105,6 +149,15 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     offset = log_path.stat().st_size if log_path.exists() else 0
     url = url or derive_url(argv, family)
     memory = Memory(ledger, family, argv) if ledger is not None else None
+    port = port_of(url)
+    holders = owners.listeners(port) if port else []
+    if holders and port_check:
+        verdict = port_taken(port, [held_by(h) for h in holders], family)
+        if memory is not None:
+            memory.remember(verdict, kind="launch", name=name, log=str(log_path), environment=None)
+        run = runs.Run(name=name, pid=0, argv=argv, log=str(log_path), url=url, server=family,
+                       started=time.time(), created=0.0)
+        return Launched(run, None, verdict, "nothing was started")
     popen = process.start(argv, log_path, env=env)
     snapshot = _Background(environment.snapshot, argv, env if env is not None else os.environ)
     try:
@@ -117,7 +170,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     watch = Watch(log=str(log_path), offset=offset, server=family, exit_watch=ExitWatch(popen.pid, popen),
                   url=url, stall=stall, timeout=timeout, grace=grace, sinks=sinks, probe_generate=probe_generate,
                   stall_for=memory.stall_for(stall) if memory else None,
-                  expect=memory.expectation() if memory else None)
+                  expect=memory.expectation() if memory else None, listening_before={h.inode for h in holders})
     try:
         verdict = watch.run()
     except BaseException:  # Ctrl-C, or firedup itself failing: no orphans holding GPUs
@@ -141,7 +194,7 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
                  url: str | None = None, stall: float | None = 300.0, timeout: float | None = None,
                  grace: float = 30.0, kill_on_stall: bool = False, sinks: Sequence[Any] = (),
                  stop_grace: float = STOP_GRACE, ssh_args: Sequence[str] = (),
-                 ledger: Ledger | None = None) -> tuple[runs.Run, Verdict, str]:
+                 ledger: Ledger | None = None, port_check: bool = True) -> tuple[runs.Run, Verdict, str]:
     """Start ``argv`` on ``host`` with setsid and its output in a remote log, so
     that it survives the SSH connection; watch it over that one connection."""
     argv = list(argv)
@@ -151,13 +204,21 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
     url = url or derive_url(argv, family)
     health = rules.load().packs[family].health if family else "/health"
     remote = ssh.RemoteSource(host, log, launch=argv, url=f"{url}{health}" if url else None, ssh_args=list(ssh_args),
-                              snapshot=True)
+                              snapshot=True, port_check=port_check)
     memory = Memory(ledger, family, argv, str(host)) if ledger is not None else None
     watch = Watch(remote=remote, server=family, stall=stall, timeout=timeout, grace=grace, sinks=sinks,
                   stall_for=memory.stall_for(stall) if memory else None,
                   expect=memory.expectation() if memory else None)
     try:
         verdict = watch.run()
+    except ssh.PortTaken as taken:
+        remote.close()
+        verdict = port_taken(taken.port, taken.holders, family)
+        if memory is not None:
+            memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=None)
+        run = runs.Run(name=name, pid=0, argv=argv, log=log, url=url, server=family, started=time.time(),
+                       created=0.0, host=str(host))
+        return run, verdict, f"nothing was started on {host}"
     except BaseException:
         remote.stop_server(stop_grace)
         remote.close()

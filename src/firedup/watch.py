@@ -46,6 +46,8 @@ IDLE = 0.5
 # the bind) waits for a bind error.
 SETTLE = 0.5
 STACK_DUMP_TIMEOUT = 20
+NO_WRITER = ("no process has the log open for writing (or none this user can see): the verdict comes from the log "
+             "alone; an exception followed by silence is failed")
 
 
 class Watch:
@@ -206,9 +208,7 @@ class Watch:
             self.judge.quiet = None  # its exit will tell
             self._emit(now - self.started, "writer", pid=pid, command=owners.command_of(pid))
             return
-        self._emit(now - self.started, "writer", pid=None,
-                   note="no process has the log open for writing (or none this user can see): the verdict comes "
-                        "from the log alone; an exception followed by silence is failed")
+        self._emit(now - self.started, "writer", pid=None, note=NO_WRITER)
 
     def _data(self, data: bytes, now: float) -> None:
         self._last_data = now
@@ -287,6 +287,12 @@ class Watch:
                 self._emit(now - self.started, "following", offset=self.remote.offset)
             elif kind == "environment":
                 self.environment = payload
+            elif kind == "writer":
+                if payload.get("pid"):
+                    self.judge.quiet = None  # its exit will tell
+                    self._emit(now - self.started, "writer", pid=payload["pid"], command=payload.get("command"))
+                else:
+                    self._emit(now - self.started, "writer", pid=None, note=NO_WRITER)
             elif kind in ("disconnected", "started"):
                 self._emit(now - self.started, kind, detail=payload)
 

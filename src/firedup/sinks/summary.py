@@ -36,7 +36,8 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
     head.append("  (" + ", ".join(bits) + ")", "dim")
     console.print(head)
     if verdict.evidence:
-        line = Text(f"  line {verdict.evidence['lineno']}: ", "dim")
+        lineno = verdict.evidence.get("lineno")
+        line = Text(f"  line {lineno}: " if lineno else "  evidence: ", "dim")
         text = verdict.evidence["line"]
         line.append(text if len(text) <= MAX_EVIDENCE else text[:MAX_EVIDENCE] + "…")
         console.print(line, overflow="fold")
@@ -58,6 +59,8 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
         console.print(Text(f"  ignored {len(verdict.benign)} benign line(s), e.g. line "
                            f"{first['lineno']} [{first['rule']}]: {first['line']}", "dim"),
                       overflow="ellipsis", no_wrap=True)
+    for note in verdict.notes:
+        console.print(Text("  note: ", "bold yellow") + Text(note))
     for anomaly in verdict.anomalies:
         console.print(Text("  slow: ", "bold yellow") + Text(anomaly))
     if verdict.changes:

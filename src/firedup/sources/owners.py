@@ -8,14 +8,13 @@ tree; ``launch`` refuses a port someone already listens on.
 
 Only what this user may read is seen: another user's processes, another
 network namespace (a container) or another host are not, and callers say so.
-"""
 
-from __future__ import annotations
+Standard library only, no ``from __future__``: the remote agent runs this file
+too, under the host's own python3 (see ``ssh._agent_source``).
+"""
 
 import os
 from dataclasses import dataclass
-
-import psutil
 
 _LISTEN = "0A"  # TCP state in /proc/net/tcp
 _WRITE_MODES = os.O_WRONLY | os.O_RDWR
@@ -88,18 +87,24 @@ def writers(path: str) -> list[int]:
     return sorted(found, key=lambda pid: (_parent(pid) in found, _started(pid)))
 
 
-def _parent(pid: int) -> int | None:
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time in clock ticks) from /proc/PID/stat."""
     try:
-        return psutil.Process(pid).ppid()
-    except psutil.Error:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[1]), int(fields[19])
+    except (OSError, ValueError, IndexError):
         return None
 
 
-def _started(pid: int) -> float:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return 0.0
+def _parent(pid: int | None) -> int | None:
+    stat = _stat(pid) if pid is not None else None
+    return stat[0] if stat else None
+
+
+def _started(pid: int | None) -> int:
+    stat = _stat(pid) if pid is not None else None
+    return stat[1] if stat else 0
 
 
 def _listening_inodes(port: int) -> set[str]:
@@ -139,11 +144,26 @@ def listeners(port: int) -> list[Holder]:
 
 def tree(pid: int) -> set[int]:
     """``pid`` and its descendants."""
-    try:
-        root = psutil.Process(pid)
-        return {pid, *(p.pid for p in root.children(recursive=True))}
-    except psutil.Error:
-        return {pid}
+    children: dict[int, list[int]] = {}
+    for p in _pids():
+        parent = _parent(p)
+        if parent is not None:
+            children.setdefault(parent, []).append(p)
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        out.add(p)
+        todo.extend(children.get(p, ()))
+    return out
+
+
+def lineage(pid: int) -> set[int]:
+    """``pid`` and its ancestors."""
+    out = set()
+    while pid and pid not in out:
+        out.add(pid)
+        pid = _parent(pid)
+    return out
 
 
 def ownership(port: int, pid: int | None, before: set[str] | None = None) -> tuple[str, list[Holder]]:

@@ -9,8 +9,10 @@ Output: one record a line, "<kind> <payload>":
   L <base64>             log bytes
   P <json>               process tree sample (pids, rss, read, write, gpu)
   X <code>               the process ended (-255: not our child, status unknown)
-  H <json>               health probe result {"status": 200 | null}
+  H <json>               health probe result {"status": 200 | null, "owner": tree|foreign|unknown, "holder"}
   S <pid>                the server this agent launched
+  W <json>               the log's writer, found when no pid was given {"pid", "command"} ({} for none)
+  B <json>               not launched: the port is taken {"port", "holders": [...]}
   V <json>               the environment snapshot (firedup.ledger.environment runs first)
   E <message>            an error firedup should report
   T                      heartbeat (every 2 s)
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 POLL = 0.02
@@ -37,25 +40,6 @@ def emit(kind, payload=b""):
         payload = payload.encode()
     sys.stdout.buffer.write(kind.encode() + b" " + payload + b"\n")
     sys.stdout.buffer.flush()
-
-
-def tree(pid):
-    """pid and its descendants, from /proc."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(entry))
-            except (OSError, ValueError, IndexError):
-                continue
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
 
 
 def sample(pid):
@@ -111,6 +95,13 @@ def probe(url):
         return None
 
 
+def port_of(url):
+    try:
+        return urllib.parse.urlsplit(url).port
+    except ValueError:
+        return None
+
+
 def stop(pgid, grace):
     try:
         os.killpg(pgid, signal.SIGTERM)
@@ -129,7 +120,14 @@ def main():
     pid, child = args.get("pid"), None
     if args.get("snapshot"):
         emit("V", json.dumps(snapshot(args["snapshot"])))  # noqa: F821 - defined by environment.py, sent first
+    port = port_of(args["url"]) if args.get("url") else None
+    before = None
     if args.get("launch"):
+        holders = listeners(port) if port else []  # noqa: F821 - owners.py is sent before this file
+        if holders and args.get("port_check", True):
+            emit("B", json.dumps({"port": port, "holders": [h.describe() for h in holders]}))
+            return 0
+        before = {h.inode for h in holders}
         path = os.path.expanduser(path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "ab") as log:
@@ -151,6 +149,10 @@ def main():
                 f.seek(min(offset, st.st_size))
                 offset = f.tell()
                 emit("O", f"{inode} {offset}")
+                if not pid and not args.get("launch"):
+                    found = writers(path)  # noqa: F821 - owners.py is sent before this file
+                    pid = found[0] if found else None
+                    emit("W", json.dumps({"pid": pid, "command": command_of(pid)} if pid else {}))  # noqa: F821
             except FileNotFoundError:
                 pass
             except OSError as e:  # permission denied, a directory, ...
@@ -188,7 +190,11 @@ def main():
                 emit("X", str(exit_code))
         if args.get("url") and now - last_probe >= 0.5:
             last_probe = now
-            emit("H", json.dumps({"status": probe(args["url"])}))
+            result = {"status": probe(args["url"])}
+            if result["status"] is not None and port:
+                owner, holders = ownership(port, pid, before)  # noqa: F821 - owners.py is sent before this file
+                result.update(owner=owner, holder=", ".join(h.describe() for h in holders) or None)
+            emit("H", json.dumps(result))
         if now - last_beat >= 2.0:
             last_beat = now
             emit("T")

@@ -29,6 +29,15 @@ class SSHError(Exception):
     """ssh could not reach or log in to the host (not worth retrying)."""
 
 
+class PortTaken(Exception):
+    """The agent did not launch: someone on the host already listens on the port."""
+
+    def __init__(self, port: int, holders: list[str]):
+        super().__init__(f"port {port} is taken")
+        self.port = port
+        self.holders = holders
+
+
 @dataclass(frozen=True)
 class Host:
     user: str | None
@@ -67,10 +76,12 @@ def ssh_command(host: Host, remote: list[str], extra: list[str] = ()) -> list[st
 
 
 def _agent_source() -> str:
-    """The remote program: the environment snapshot's functions, then the agent."""
+    """The remote program: the environment snapshot's functions, who holds a
+    file or port, then the agent."""
     here = resources.files(__package__)
     snapshot = resources.files("firedup.ledger").joinpath("environment.py").read_text("utf-8")
-    return snapshot + "\n" + here.joinpath("remote_agent.py").read_text("utf-8")
+    return "\n".join((snapshot, here.joinpath("owners.py").read_text("utf-8"),
+                      here.joinpath("remote_agent.py").read_text("utf-8")))
 
 
 def _classify(stderr: str, host: Host) -> str | None:
@@ -93,8 +104,9 @@ class RemoteSource:
 
     def __init__(self, host: Host, path: str, *, pid: int | None = None, url: str | None = None,
                  launch: list[str] | None = None, ssh_args: list[str] = (), clock=time.monotonic,
-                 snapshot: bool = False):
+                 snapshot: bool = False, port_check: bool = True):
         self.host = host
+        self.port_check = port_check
         self.path = path
         self.pid = pid
         self.url = url
@@ -117,7 +129,7 @@ class RemoteSource:
 
     def _args(self) -> str:
         args: dict[str, Any] = {"path": self.path, "offset": self.offset, "inode": self.inode, "pid": self.pid,
-                                "url": self.url}
+                                "url": self.url, "port_check": self.port_check}
         if self.launch and self.pid is None:
             args["launch"] = self.launch
             if self.snapshot:
@@ -230,5 +242,11 @@ class RemoteSource:
             out.append(("started", self.pid))
         elif kind == b"V":
             out.append(("environment", json.loads(payload)))
+        elif kind == b"W":
+            writer = json.loads(payload)
+            self.pid = writer.get("pid")
+            out.append(("writer", writer))
+        elif kind == b"B":
+            raise PortTaken(**json.loads(payload))
         elif kind == b"E":
             out.append(("error", payload.decode(errors="replace")))
