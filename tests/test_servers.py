@@ -125,7 +125,8 @@ def test_tf_port_in_use(tmp_path):
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
-        v = launch(tf(MODEL, holder.getsockname()[1]), tmp_path).verdict
+        # the server's own bind error, read from its log (the port check would refuse first)
+        v = launch(tf(MODEL, holder.getsockname()[1]), tmp_path, port_check=False).verdict
     assert (v.outcome, v.cause) == ("failed", "port_in_use")
 
 
@@ -178,7 +179,8 @@ def test_vllm_port_in_use(tmp_path):
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
-        v = launch(vllm(MODEL, holder.getsockname()[1]), tmp_path).verdict
+        # the server's own bind error, read from its log (the port check would refuse first)
+        v = launch(vllm(MODEL, holder.getsockname()[1]), tmp_path, port_check=False).verdict
     assert (v.outcome, v.cause) == ("failed", "port_in_use")
 
 
@@ -255,7 +257,8 @@ def test_llama_port_in_use(tmp_path):
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
-        v = launch(llama(GGUF, holder.getsockname()[1]), tmp_path).verdict
+        # the server's own bind error, read from its log (the port check would refuse first)
+        v = launch(llama(GGUF, holder.getsockname()[1]), tmp_path, port_check=False).verdict
     assert (v.outcome, v.cause) == ("failed", "port_in_use")
 
 

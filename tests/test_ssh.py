@@ -4,6 +4,7 @@ throw-away host key and user key (FIREDUP_SSH_ARGS points ssh at its config)."""
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -16,7 +17,7 @@ from firedup.watch import Watch
 
 from .conftest import run_cli
 from .sshd import SSHD, Sshd
-from .test_servers import MODEL, TF, free_port, need
+from .test_servers import MODEL, TF, Recorder, free_port, need
 
 ARGS = "[2025-04-09 05:05:03] server_args=ServerArgs(model_path='m', attention_backend='triton')\n"
 READY = "[2025-04-09 05:05:21] The server is fired up and ready to roll!\n"
@@ -209,3 +210,46 @@ def test_remote_launch_of_the_tiny_model_server(sshd):
     finally:
         assert stop_remote(run, 10) in ("terminated", "killed")
     assert stop_remote(run, 1) == "gone"
+
+
+CUDNN = ('Traceback (most recent call last):\n'
+         '  File "/x/launch_server.py", line 1, in <module>\n'
+         'RuntimeError: cuDNN version incompatibility: PyTorch was compiled against cuDNN 9.8 '
+         'but the system runtime is cuDNN 9.6\n')
+
+
+def test_remote_log_alone_a_traceback_then_silence_is_failed_within_3_s(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(ARGS)
+    proc = subprocess.Popen([sys.executable, "-m", "firedup", "watch", "--json", "--server", "sglang",
+                             f"ssh://testhost{log}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for line in proc.stdout:  # the agent has the log open and found no writer
+        event = json.loads(line)
+        if event["event"] == "writer":
+            assert event["pid"] is None
+            break
+    with open(log, "a") as f:
+        f.write(CUDNN)
+    written = time.monotonic()
+    verdict = json.loads(proc.stdout.read().splitlines()[-1])
+    assert time.monotonic() - written <= 3.0
+    assert (verdict["outcome"], verdict["cause"]) == ("failed", "cudnn_version")
+
+
+def test_remote_writer_is_found_and_its_exit_decides(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(ARGS)
+    with open(log, "a") as out:
+        server = subprocess.Popen(["sleep", "600"], stdout=out)
+    source = RemoteSource(Host.parse("testhost"), str(log))
+    recorder = Recorder()
+    killer = threading.Timer(1.5, server.kill)
+    killer.start()
+    try:
+        verdict = Watch(remote=source, stall=30, sinks=[recorder]).run()
+    finally:
+        source.close()
+        server.wait()
+    writers = [fields for _, name, fields in recorder.events if name == "writer"]
+    assert writers == [{"pid": server.pid, "command": "sleep 600"}]
+    assert verdict.outcome == "failed" and verdict.exit_code is not None

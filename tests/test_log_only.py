@@ -1,0 +1,149 @@
+"""A log watched as users watch it: `firedup watch LOG` with no --pid.
+
+The writer of the log is looked for in /proc; when none is found the verdict
+comes from the log alone, and a fatal exception followed by silence is failed.
+A handled exception that the server survives must not fail it."""
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+from .conftest import run_cli
+
+ARGS = '[2025-04-09 05:05:13] server_args=ServerArgs(model_path="m", tp_size=1, attention_backend=None)\n'
+CUDNN = ('Traceback (most recent call last):\n'
+         '  File "/x/launch_server.py", line 1, in <module>\n'
+         'RuntimeError: cuDNN version incompatibility: PyTorch was compiled against cuDNN 9.8 '
+         'but the system runtime is cuDNN 9.6\n')
+
+
+def watch(*args: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "firedup", "watch", "--json", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return proc
+
+
+def events_until(proc: subprocess.Popen, name: str) -> list[dict]:
+    """Events read until one called ``name`` (the watch keeps running)."""
+    out = []
+    for line in proc.stdout:
+        out.append(json.loads(line))
+        if out[-1]["event"] == name:
+            return out
+    raise AssertionError(f"no {name} event: {out}, {proc.stderr.read().decode()}")
+
+
+def verdict_of(proc: subprocess.Popen) -> tuple[dict, float]:
+    """The last event and when it arrived."""
+    last = None
+    for line in proc.stdout:
+        last = json.loads(line)
+    at = time.monotonic()
+    proc.wait(10)
+    return last, at
+
+
+def test_the_cudnn_traceback_appended_to_a_log_nobody_writes_is_failed_within_3_s(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(ARGS)
+    proc = watch(str(log), "--server", "sglang")  # the default stall window: 300 s
+    writer = events_until(proc, "writer")[-1]
+    assert writer["pid"] is None and "log alone" in writer["note"]
+    with open(log, "a") as f:
+        f.write(CUDNN)
+    written = time.monotonic()
+    verdict, at = verdict_of(proc)
+    assert (verdict["outcome"], verdict["cause"]) == ("failed", "cudnn_version")
+    assert verdict["evidence"]["line"].startswith("RuntimeError: cuDNN version incompatibility")
+    assert at - written <= 3.0
+    assert proc.returncode == 1
+
+
+def test_the_quiet_period_is_configurable(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(ARGS + CUDNN)
+    started = time.monotonic()
+    proc = run_cli("watch", "--json", "--quiet", "0.2", str(log))
+    verdict = json.loads(proc.stdout.splitlines()[-1])
+    assert verdict["cause"] == "cudnn_version" and time.monotonic() - started < 2.0
+
+
+SCRIPT = textwrap.dedent("""
+    import sys, time, traceback
+    log = open(sys.argv[1], "a", buffering=1)
+    print("INFO:     Started server process [1]", file=log)
+    print("INFO:     Waiting for application startup.", file=log)
+    if sys.argv[2] == "handled":
+        try:
+            import no_such_optional_kernel
+        except ImportError:
+            log.write("ERROR:    optional kernel missing, falling back\\n" + traceback.format_exc())
+        print("INFO:     using the slow path", file=log)
+        time.sleep(3)  # silent longer than the quiet period: still going
+        print("INFO:     Uvicorn running on http://127.0.0.1:1 (Press CTRL+C to quit)", file=log)
+        time.sleep(30)
+    else:
+        time.sleep(0.5)
+        log.write("Traceback (most recent call last):\\n  File \\"serve.py\\", line 3, in <module>\\n"
+                  "OSError: /models/m does not appear to have a file named config.json\\n")
+        log.flush()
+        time.sleep(float(sys.argv[3]))
+        sys.exit(1)
+""")
+
+
+def start_writer(tmp_path, *args: str) -> tuple[subprocess.Popen, str]:
+    log = tmp_path / "server.log"
+    log.write_text("")
+    script = tmp_path / "serve.py"
+    script.write_text(SCRIPT)
+    return subprocess.Popen([sys.executable, str(script), str(log), *args]), str(log)
+
+
+def test_the_writer_is_found_and_its_exit_decides(tmp_path):
+    server, log = start_writer(tmp_path, "dies", "5")  # lingers 5 s after its traceback, then exits
+    try:
+        proc = watch(log)
+        writer = events_until(proc, "writer")[-1]
+        assert writer["pid"] == server.pid and "serve.py" in writer["command"]
+        verdict, at = verdict_of(proc)
+    finally:
+        server.kill()
+        server.wait()
+    assert (verdict["outcome"], verdict["cause"]) == ("failed", "model_not_found")
+    assert verdict["exit_code"] is not None  # decided by the exit, not the quiet period
+
+
+def test_a_handled_traceback_the_server_survives_is_ready_not_failed(tmp_path):
+    server, log = start_writer(tmp_path, "handled")
+    try:
+        verdict, _ = verdict_of(watch(log, "--stall", "20"))
+    finally:
+        server.kill()
+        server.wait()
+    assert verdict["outcome"] == "ready", verdict
+
+
+def test_a_handled_traceback_is_not_failed_when_the_log_is_watched_alone(tmp_path):
+    """The same server, its log copied line by line into a file nobody holds open."""
+    server, source = start_writer(tmp_path, "handled")
+    copy = tmp_path / "copy.log"
+    copy.write_text("")
+    proc = watch(str(copy), "--stall", "20")
+    assert events_until(proc, "writer")[-1]["pid"] is None
+    done = 0
+    try:
+        while proc.poll() is None:
+            data = open(source, "rb").read()
+            if len(data) > done:
+                with open(copy, "ab") as f:
+                    f.write(data[done:])
+                done = len(data)
+            time.sleep(0.05)
+        verdict = json.loads(proc.stdout.read().splitlines()[-1])
+    finally:
+        server.kill()
+        server.wait()
+    assert verdict["outcome"] == "ready", verdict
