@@ -7,6 +7,9 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -22,6 +25,11 @@ TF = SERVERS / "venv-tf" / "bin" / "transformers"
 VLLM = SERVERS / "venv-vllm" / "bin" / "python"
 MODEL = SERVERS / "models" / "tiny-llama"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def cli_env() -> dict[str, str]:
+    """ENV with this test's own ledger and state (set after ENV was built)."""
+    return {**ENV, **{k: os.environ[k] for k in ("FIREDUP_LEDGER", "XDG_STATE_HOME")}}
 
 
 def need(path: Path):
@@ -102,6 +110,61 @@ def assert_stopped(launched):
     finally:
         stop_group(launched.pgid, 15, launched.popen)
     assert not group_alive(launched.pgid)
+
+
+# -- the situations users are in: a port still held, a log watched alone -----------
+
+@need(TF)
+def test_relaunch_onto_a_port_a_real_server_still_holds_is_port_in_use_at_once(tmp_path):
+    port = free_port()
+    old = start_and_watch([str(a) for a in tf(MODEL, port)], name="old-tf", log=tmp_path / "old.log", env=ENV,
+                          stall=120, stop_grace=5)
+    try:
+        assert old.verdict.outcome == "ready", old.verdict
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "firedup", "launch", "--json", "--name", "new-tf", "--",
+                               *map(str, tf(MODEL, port))], capture_output=True, env=cli_env(), timeout=60)
+        took = time.monotonic() - started
+    finally:
+        old.stop(5)
+    verdict = json.loads(proc.stdout.splitlines()[-1])
+    assert proc.returncode == 1 and (verdict["outcome"], verdict["cause"]) == ("failed", "port_in_use")
+    assert f"pid {old.run.pid}" in verdict["evidence"]["line"] and "old-tf" in verdict["evidence"]["line"]
+    assert took <= 2.0
+
+
+@need(TF)
+def test_with_the_check_off_a_health_200_from_the_old_server_is_not_ready(tmp_path):
+    port = free_port()
+    old = start_and_watch([str(a) for a in tf(MODEL, port)], log=tmp_path / "old.log", env=ENV, stall=120,
+                          stop_grace=5)
+    try:
+        assert old.verdict.outcome == "ready", old.verdict
+        new = launch(tf(MODEL, port), tmp_path, port_check=False)
+    finally:
+        old.stop(5)
+    assert (new.verdict.outcome, new.verdict.cause) == ("failed", "port_in_use")
+
+
+@need(TF)
+@pytest.mark.parametrize("how,cause", [("missing-model", "model_not_found"), ("bad-flag", "bad_argument")])
+def test_watch_without_pid_finds_the_writer_of_a_real_server_that_dies(tmp_path, how, cause):
+    log = tmp_path / "server.log"
+    argv = tf(tmp_path / "no-such-model", free_port()) if how == "missing-model" else tf(MODEL, free_port(), "--nope")
+    with open(log, "ab") as out:
+        server = subprocess.Popen([str(a) for a in argv], stdout=out, stderr=subprocess.STDOUT, env=ENV)
+    watch = subprocess.Popen([sys.executable, "-m", "firedup", "watch", "--json", str(log)],
+                             stdout=subprocess.PIPE, env=cli_env())
+    exited = []
+    waiter = threading.Thread(target=lambda: exited.append((server.wait(), time.monotonic())))
+    waiter.start()
+    events = [json.loads(line) for line in watch.stdout]
+    decided = time.monotonic()
+    waiter.join()
+    verdict = events[-1]
+    assert [e["pid"] for e in events if e["event"] == "writer"] == [server.pid]
+    assert (verdict["outcome"], verdict["cause"]) == ("failed", cause)
+    assert decided - exited[0][1] <= 3.0
 
 
 # -- transformers serve ---------------------------------------------------------
