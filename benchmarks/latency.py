@@ -1,8 +1,15 @@
 """How soon `firedup watch` knows, beside the seed documents' 5-second grep loop.
 
-Measures, side by side in one run:
-- a ready line appended to the log → the verdict (p50, p99 over --trials);
-- a fatal traceback appended to the log → the verdict;
+Measures, side by side in one run, on a log watched alone (no --pid, no
+writer: the appends open and close the file):
+- a ready line appended to the log → the verdict (p50, p99 over --trials):
+  SGLang's, printed once serving, and uvicorn's "Application startup
+  complete.", printed before the bind, which waits 0.5 s for a bind error;
+- a fatal line that names no cause appended → the verdict (it waits 0.5 s of
+  silence for the lines that name the cause);
+- a traceback whose exception names the cause, then silence → the verdict
+  (the quiet period: 2 s);
+and:
 - the watched process exiting → the verdict;
 - a ready line appended to a log on a remote host (an sshd of its own on 127.0.0.1) →
   the verdict of `firedup watch ssh://...`, and how many SSH connections the watch used;
@@ -31,13 +38,19 @@ from sshd import Sshd  # noqa: E402  the tests' throw-away sshd
 STARTUP = ("INFO 11-29 10:06:01 [api_server.py:1896] vLLM API server version 0.32.0\n"
            "(EngineCore pid=7) INFO 11-29 10:06:05 [gpu_model_runner.py:1] Starting to load model m...\n")
 READY = "(APIServer pid=6) INFO:     Application startup complete.\n"
+SGLANG_STARTUP = "[2025-04-09 05:05:13] server_args=ServerArgs(model_path='m', tp_size=1)\n"
+FIRED_UP = "[2025-04-09 05:05:21] The server is fired up and ready to roll!\n"
+CUDNN = ("Traceback (most recent call last):\n"
+         '  File "/x/launch_server.py", line 1, in <module>\n'
+         "RuntimeError: cuDNN version incompatibility: PyTorch was compiled against cuDNN 9.8 but the system "
+         "runtime is cuDNN 9.6\n")
 FATAL = ("(APIServer pid=6) Traceback (most recent call last):\n"
          '(APIServer pid=6)   File "/venv/lib/python3.12/site-packages/vllm/v1/engine/core_client.py", line 9, in f\n'
          "(APIServer pid=6)     raise RuntimeError(\n"
          "(APIServer pid=6) RuntimeError: Engine core initialization failed. See root cause above. "
          "Failed core proc(s): {'EngineCore': 1}\n")
 # The loop of the seed documents, as they ran it (one log check every 5 s).
-GREP_LOOP = ('for i in $(seq 1 120); do if grep -q "Application startup complete" "$1"; then echo READY; break; fi; '
+GREP_LOOP = ('for i in $(seq 1 120); do if grep -q "Application startup complete\\|fired up" "$1"; then echo READY; break; fi; '
              'if grep -qi "error\\|traceback" "$1"; then echo ERROR; break; fi; sleep 5; done')
 
 
@@ -63,9 +76,9 @@ def append(log: Path, text: str) -> float:
         return time.monotonic()
 
 
-def trial_log_event(tmp: Path, i: int, text: str) -> float:
+def trial_log_event(tmp: Path, i: int, startup: str, text: str) -> float:
     log = tmp / f"log-{i}.log"
-    log.write_text(STARTUP)
+    log.write_text(startup)
     proc = firedup_watch(log)
     time.sleep(0.05)
     t0 = append(log, text)
@@ -76,7 +89,7 @@ def trial_log_event(tmp: Path, i: int, text: str) -> float:
 
 def trial_remote(tmp: Path, i: int, sshd: Sshd) -> tuple[float, int]:
     log = tmp / f"remote-{i}.log"
-    log.write_text(STARTUP)
+    log.write_text(SGLANG_STARTUP)
     env = {**os.environ, "FIREDUP_SSH_ARGS": f"-F {sshd.config}"}
     proc = subprocess.Popen([sys.executable, "-m", "firedup", "watch", "--json", "--stall", "600",
                              f"ssh://testhost{log}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -84,7 +97,7 @@ def trial_remote(tmp: Path, i: int, sshd: Sshd) -> tuple[float, int]:
         if b'"event": "following"' in line:
             break
     connections = len(sshd.children())
-    t0 = append(log, READY)
+    t0 = append(log, FIRED_UP)
     latency = until_verdict(proc) - t0
     proc.wait()
     return latency, connections
@@ -161,9 +174,13 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        os.environ["FIREDUP_LEDGER"] = str(tmp / "ledger.db")  # the watches' runs stay out of the user's ledger
         rows = []
-        for name, text in (("ready line appended", READY), ("fatal traceback appended", FATAL)):
-            ours = [trial_log_event(tmp, i, text) for i in range(args.trials)]
+        for name, startup, text in (("ready line appended (SGLang's fired-up)", SGLANG_STARTUP, FIRED_UP),
+                                    ("ready line printed before the bind (uvicorn)", STARTUP, READY),
+                                    ("fatal line naming no cause appended", STARTUP, FATAL),
+                                    ("traceback naming the cause, then silence", SGLANG_STARTUP, CUDNN)):
+            ours = [trial_log_event(tmp, i, startup, text) for i in range(args.trials)]
             theirs = grep_trials(tmp, args.trials, text)
             rows.append((name, ours, theirs))
         exits = [trial_exit(tmp, i) for i in range(args.trials)]
@@ -176,7 +193,7 @@ def main() -> None:
             sshd.stop()
         cpu = idle_cpu(tmp, args.idle)
 
-    print(f"\n{args.trials} trials each; milliseconds\n")
+    print(f"\n{args.trials} trials each; milliseconds; the log watched alone except for the process exit\n")
     print("| event → verdict | firedup p50 | firedup p99 | 5-second grep loop p50 | grep loop p99 |")
     print("|---|---:|---:|---:|---:|")
     for name, ours, theirs in rows:
@@ -185,7 +202,7 @@ def main() -> None:
     print(f"| process exit | {1000 * pct(exits, 50):.1f} | {1000 * pct(exits, 99):.1f} | never (the loop reads "
           f"only the log: 600 s timeout) | never |")
     latencies = [r[0] for r in remote]
-    print(f"| ready line appended on a remote host (ssh://, loopback) | {1000 * pct(latencies, 50):.1f} | "
+    print(f"| ready line appended on a remote host (ssh://, loopback; SGLang's fired-up) | {1000 * pct(latencies, 50):.1f} | "
           f"{1000 * pct(latencies, 99):.1f} | | |")
     print(f"\nSSH connections per remote watch: {sorted({r[1] for r in remote})}")
     print(f"\nCPU of `firedup watch LOG --pid PID` on a silent server for {args.idle:.0f} s: {cpu:.2f}% of one core")
