@@ -108,6 +108,66 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def changes_line(changes: list[dict[str, Any]], limit: int = 6) -> str:
-    shown = [f"{c['key']} {c['a']} → {c['b']}" for c in changes if c["section"] != "phases"][:limit]
-    return "; ".join(shown)
+# What changes how a server starts and how fast it serves, most telling first.
+MATTERS = ("attention_backend", "attn_implementation", "attention", "dtype", "torch_dtype", "kv_cache_dtype",
+           "quantization", "tp_size", "tensor_parallel_size", "pp_size", "pipeline_parallel_size", "dp_size",
+           "mem_fraction_static", "gpu_memory_utilization", "max_model_len", "context_length", "enforce_eager",
+           "disable_cuda_graph", "cuda_graph_max_bs", "sampling_backend", "model", "model_path")
+_SECTIONS = ("server", "packages", "gpu", "config", "env", "command")
+# Keys whose value belongs to one run only: where it listened, its seed, its pid.
+_RUN_SPECIFIC = re.compile(r"(?:^|_)(?:port|ports|seed|pid|pids)$|^(?:host|hostname|nccl_port)$", re.I)
+SHOWN = 10
+
+
+def _run_specific(change: dict[str, Any]) -> bool:
+    return bool(_RUN_SPECIFIC.search(str(change["key"]))) or any(
+        isinstance(v, str) and "/tmp/" in v for v in (change["a"], change["b"]))
+
+
+def _rank(change: dict[str, Any]) -> tuple[int, int, str]:
+    key = str(change["key"])
+    matters = MATTERS.index(key) if change["section"] == "config" and key in MATTERS else len(MATTERS)
+    section = _SECTIONS.index(change["section"]) if change["section"] in _SECTIONS else len(_SECTIONS)
+    if change["section"] == "config" and matters == len(MATTERS):
+        section = len(_SECTIONS)  # the rest of the configuration after everything else
+    return section, matters, key
+
+
+def notable(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The changes worth showing after a slow or failed start, like with like:
+    keys known in both runs first, those that matter on top; keys one run
+    printed and the other did not (a server that printed 3 settings against
+    one that printed 200) summarised; ports, seeds, pids and /tmp paths left
+    out; phase durations are the anomalies' business."""
+    kept = [c for c in changes if c["section"] != "phases" and not _run_specific(c)]
+    # A setting the server did not print is unknown; a package or variable
+    # absent from a snapshot is known to be absent.
+    unknown = [c for c in kept if c["section"] == "config" and (c["a"] is None or c["b"] is None)]
+    both = sorted((c for c in kept if c not in unknown), key=_rank)
+    if not unknown:
+        return both
+    return both + [{"section": "config", "key": None,
+                    "only_a": [str(c["key"]) for c in unknown if c["b"] is None],
+                    "only_b": [str(c["key"]) for c in unknown if c["a"] is None]}]
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else str(value)
+
+
+def change_lines(changes: list[dict[str, Any]], limit: int = SHOWN) -> list[str]:
+    """At most ``limit`` lines for a person: the notable changes, then how many more."""
+    lines = []
+    for c in changes:
+        if c["key"] is None:
+            for side, which in (("only_a", "the last good run"), ("only_b", "this run")):
+                keys = c[side]
+                if keys:
+                    more = f", +{len(keys) - 3} more" if len(keys) > 3 else ""
+                    lines.append(f"{c['section']}: {len(keys)} key(s) only {which} printed "
+                                 f"({', '.join(keys[:3])}{more})")
+        else:
+            lines.append(f"{c['key']} {_shown(c['a'])} → {_shown(c['b'])}")
+    if len(lines) > limit:
+        lines = lines[:limit - 1] + [f"… and {len(lines) - limit + 1} more (firedup diff shows all)"]
+    return lines

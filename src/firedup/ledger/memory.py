@@ -43,5 +43,5 @@ class Memory:
                "fingerprint": self.fingerprint}
         verdict.anomalies = history.anomalies(verdict.phases, self.usual)
         if self.last_good is not None and (verdict.anomalies or verdict.outcome != "ready"):
-            verdict.changes = history.diff(self.last_good, run)
+            verdict.changes = history.notable(history.diff(self.last_good, run))
         verdict.run_id = self.ledger.record(**run)

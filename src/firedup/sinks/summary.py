@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..judge import Verdict
-from ..ledger.history import changes_line
+from ..ledger.history import change_lines
 
 STYLE = {"ready": "bold green", "failed": "bold red", "stalled": "bold yellow",
          "timeout": "bold yellow", "incomplete": "bold yellow"}
@@ -64,8 +64,11 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
     for anomaly in verdict.anomalies:
         console.print(Text("  slow: ", "bold yellow") + Text(anomaly))
     if verdict.changes:
-        changed = changes_line(verdict.changes) or "nothing in its configuration or environment"
-        console.print(Text("  changed since the last good run: ", "bold") + Text(changed))
+        lines = change_lines(verdict.changes)
+        console.print(Text("  changed since the last good run:", "bold")
+                      + Text("" if lines else " nothing in its configuration or environment"))
+        for line in lines:
+            console.print(Text(f"    {line}"), overflow="ellipsis", no_wrap=True)
     if verdict.stacks:
         lines = verdict.stacks.splitlines()
         console.print(Text("  where it waits (py-spy dump):", "bold"))
