@@ -43,7 +43,10 @@ SERVERS = (*FAMILIES, "generic")
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError("must be a positive number of seconds")
     return value
