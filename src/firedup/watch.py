@@ -94,6 +94,7 @@ class Watch:
         self._last_line = ""
         self._last_data = self.started
         self._idle = True  # nothing read since the last idle flush
+        self._owner_cache: tuple[frozenset[str], tuple[str, str | None]] | None = None
 
     # -- the loop ------------------------------------------------------------
 
@@ -263,9 +264,14 @@ class Watch:
         """Whose server answered the probe (tree, foreign or unknown), and who holds the port."""
         if not is_local(self.prober.host):
             return "unknown", None
-        pid = self.exit_watch.pid if self.exit_watch else None
-        owner, holders = owners.ownership(self.prober.port, pid, self.listening_before)
-        return owner, ", ".join(h.describe() for h in holders) or None
+        # Finding a socket's process reads every process's fds: only when the
+        # set of listening sockets changed since the last answer.
+        key = frozenset(owners.listening_inodes(self.prober.port))
+        if self._owner_cache is None or self._owner_cache[0] != key:
+            pid = self.exit_watch.pid if self.exit_watch else None
+            owner, holders = owners.ownership(self.prober.port, pid, self.listening_before)
+            self._owner_cache = (key, (owner, ", ".join(h.describe() for h in holders) or None))
+        return self._owner_cache[1]
 
     def _remote_events(self, now: float) -> None:
         for kind, payload in self.remote.events():

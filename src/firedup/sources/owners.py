@@ -107,7 +107,8 @@ def _started(pid: int | None) -> int:
     return stat[1] if stat else 0
 
 
-def _listening_inodes(port: int) -> set[str]:
+def listening_inodes(port: int) -> set[str]:
+    """The inodes of the sockets listening on TCP ``port`` (cheap: two /proc tables)."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -125,7 +126,7 @@ def _listening_inodes(port: int) -> set[str]:
 def listeners(port: int) -> list[Holder]:
     """Who listens on TCP ``port`` in this network namespace ([] if nobody),
     outermost process first (workers inherit the socket)."""
-    inodes = _listening_inodes(port)
+    inodes = listening_inodes(port)
     if not inodes:
         return []
     sockets = {f"socket:[{inode}]": inode for inode in inodes}

@@ -121,7 +121,7 @@ def main():
     if args.get("snapshot"):
         emit("V", json.dumps(snapshot(args["snapshot"])))  # noqa: F821 - defined by environment.py, sent first
     port = port_of(args["url"]) if args.get("url") else None
-    before = None
+    before, owners_seen = None, {}
     if args.get("launch"):
         holders = listeners(port) if port else []  # noqa: F821 - owners.py is sent before this file
         if holders and args.get("port_check", True):
@@ -192,8 +192,11 @@ def main():
             last_probe = now
             result = {"status": probe(args["url"])}
             if result["status"] is not None and port:
-                owner, holders = ownership(port, pid, before)  # noqa: F821 - owners.py is sent before this file
-                result.update(owner=owner, holder=", ".join(h.describe() for h in holders) or None)
+                key = frozenset(listening_inodes(port))  # noqa: F821 - owners.py is sent before this file
+                if key not in owners_seen:  # the fds of every process are read once per set of sockets
+                    owner, holders = ownership(port, pid, before)  # noqa: F821
+                    owners_seen[key] = {"owner": owner, "holder": ", ".join(h.describe() for h in holders) or None}
+                result.update(owners_seen[key])
             emit("H", json.dumps(result))
         if now - last_beat >= 2.0:
             last_beat = now
