@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from . import __version__, rules, runs
+from . import __version__, rules, runs, slurm
 from .bench.compare import aggregate, compare, workload_differences
 from .bench.run import BenchResult, calibrate
 from .bench.run import run as bench_run
@@ -113,6 +113,15 @@ def _since(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a date or an age: {text!r}") from None
 
 
+def _slurm_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--slurm", action="store_true", help="submit CMD as a Slurm job (sbatch) and follow it")
+    p.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
+                   help="with --slurm: an extra sbatch argument (repeatable), e.g. --sbatch-arg=--time=10")
+    p.add_argument("--nodes", type=int, default=1, help="with --slurm: nodes, one task (and log) each (default 1)")
+    p.add_argument("--log-dir", help="with --slurm: the folder of the job's logs, seen by every node "
+                                     "(default ~/.local/state/firedup/logs)")
+
+
 def _ssh_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ssh-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for ssh (repeatable; also FIREDUP_SSH_ARGS, e.g. '-F /path/config')")
@@ -136,7 +145,8 @@ def _parser() -> argparse.ArgumentParser:
                        description="Follow a log (tail -F: waits for it, follows rotation) or - (standard input) "
                                    "to a verdict. Exit code: 0 ready, 1 failed, 2 bad input, 3 stalled, 4 timeout.")
     w.add_argument("targets", nargs="+", metavar="target",
-                   help="log file, ssh://[user@]host[:port]/abs/path, or - for standard input; several at once")
+                   help="log file, ssh://[user@]host[:port]/abs/path, slurm://JOBID, or - for standard input; "
+                        "several at once")
     w.add_argument("--pid", type=int, help="also watch this process (local or on the remote host of the target)")
     w.add_argument("--all", action="store_true",
                    help="one multi-node server: ready when every target is, failed as soon as one fails")
@@ -158,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     la.add_argument("--kill-on-stall", action="store_true", help="stop a stalled server too")
     la.add_argument("--host", help="[user@]host[:port]: start it there over SSH (it survives the connection)")
     _port_check_option(la)
+    _slurm_options(la)
     _live_options(la)
     _ssh_options(la)
     _ledger_option(la)
@@ -185,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     rn.add_argument("--stall", type=_seconds, default=300.0)
     rn.add_argument("--timeout", type=_seconds)
     _port_check_option(rn)
+    _slurm_options(rn)
     rn.add_argument("--relaunch", action="store_true",
                     help="start the server afresh for each --repeat: the noise then includes start-to-start variation")
     _bench_options(rn)
@@ -271,10 +283,24 @@ def _watch_for(target: str, args: argparse.Namespace, sinks: list, cancel=None) 
 def cmd_watch(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     if len(args.targets) > 1:
+        if any(t.startswith("slurm://") for t in args.targets):
+            raise InputError("slurm://JOBID goes alone: firedup follows every log of a job itself")
         return _watch_many(args, console)
     target = args.targets[0]
     ledger = Ledger(args.ledger)
     sinks = _sinks(args, console, f"watch {target}")
+    job = slurm.target(target)
+    if job is not None:
+        try:
+            verdict = slurm.watch(job, server=args.server, url=args.url, stall=args.stall, timeout=args.timeout,
+                                  grace=args.grace, sinks=sinks)
+        finally:
+            for sink in sinks:
+                sink.close()
+        memory = Memory(ledger, verdict.server, [], None)
+        memory.remember(verdict, kind="watch", name=target, log=verdict.slurm["logs"]["job"], environment=None,
+                        scheduler=verdict.slurm)
+        return _finish(sinks, verdict)
     watch = _watch_for(target, args, sinks)
     try:
         verdict = watch.run()
@@ -387,6 +413,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     ledger = Ledger(args.ledger)
     sinks = _sinks(args, console, f"launch {os.path.basename(cmd[0])}")
+    if args.slurm:
+        return _launch_slurm(args, cmd, sinks, ledger)
     if args.host:
         try:
             _, verdict, note = start_remote(ssh.Host.parse(args.host), cmd, name=args.name, server=args.server,
@@ -417,6 +445,26 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return code
 
 
+def _launch_slurm(args: argparse.Namespace, cmd: list[str], sinks: list, ledger: Ledger,
+                  kill_on_stall: bool | None = None) -> slurm.Launched:
+    if args.host:
+        raise InputError("--slurm with --host (a login node over SSH) is not supported yet")
+    if args.nodes < 1:
+        raise InputError("--nodes must be 1 or more")
+    try:
+        launched = slurm.launch(cmd, name=args.name, nodes=args.nodes, sbatch_args=args.sbatch_arg,
+                                log_dir=args.log_dir, server=args.server, url=args.url, stall=args.stall,
+                                timeout=args.timeout, grace=getattr(args, "grace", 30.0),
+                                kill_on_stall=args.kill_on_stall if kill_on_stall is None else kill_on_stall,
+                                sinks=sinks, ledger=ledger)
+    finally:
+        for sink in sinks:
+            sink.close()
+    if kill_on_stall is not None:  # firedup run: the caller goes on
+        return launched
+    return _finish(sinks, launched.verdict, launched.note)
+
+
 def _attach(launched, console: Console) -> int:
     """Stream the log of a ready server until it exits; Ctrl-C stops it."""
     follower = FileFollower(launched.run.log, launched.offset)
@@ -438,6 +486,9 @@ def _attach(launched, console: Console) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     run = runs.load(args.name)
+    if run.job:
+        print(f"{run.name}: {slurm.stop(run)}")
+        return 0
     if run.host:
         print(f"{run.name} on {run.host}: {stop_remote(run, args.grace, args.ssh_arg)}")
         return 0
@@ -451,13 +502,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_ps(args: argparse.Namespace) -> int:
     rows = [{"name": r.name, "host": r.host, "pid": r.pid, "alive": r.alive(), "server": r.server, "url": r.url,
              "log": r.log, "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
-             "cmd": " ".join(r.argv)} for r in runs.all_runs()]
+             "cmd": " ".join(r.argv), **({"job": r.job, "job_state": slurm.state(r.job)} if r.job else {})}
+            for r in runs.all_runs()]
     if args.json:
         print(json.dumps(rows))
         return 0
     for r in rows:
         state = {True: "running", False: "exited ", None: "remote "}[r["alive"]]
-        print(f"{r['name']:<32} {state} pid {r['pid']:<8} {r['server'] or '-':<12} {r['url'] or '-':<24} {r['cmd']}")
+        where = f"pid {r['pid']:<8}"
+        if "job" in r:
+            state, where = f"{r['job_state'].lower():<7}", f"job {r['job']:<8}"
+        print(f"{r['name']:<32} {state} {where} {r['server'] or '-':<12} {r['url'] or '-':<24} {r['cmd']}")
     return 0
 
 

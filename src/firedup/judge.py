@@ -71,6 +71,7 @@ class Verdict:
     anomalies: list[str] = field(default_factory=list)  # phases far slower than usual
     changes: list[dict[str, Any]] = field(default_factory=list)  # since the last good run
     run_id: int | None = None  # in the ledger
+    slurm: dict[str, Any] | None = None  # a Slurm job's facts: id, nodes, queue wait, the node to blame
 
     @property
     def code(self) -> int:
@@ -87,7 +88,7 @@ class Verdict:
             d.update(elapsed=round(self.elapsed, 3), phases=self.phases, exit_code=self.exit_code)
         if self.stacks:
             d["stacks"] = self.stacks
-        for key in ("notes", "anomalies", "changes", "run_id"):
+        for key in ("notes", "anomalies", "changes", "run_id", "slurm"):
             if getattr(self, key):
                 d[key] = getattr(self, key)
         return d
@@ -174,6 +175,9 @@ class Judge:
         if kind == "detect":
             self.server = self.server or s.data["server"]
             return
+        if kind in ("queued", "running", "requeued"):
+            self._scheduled(kind, now)
+            return
         if kind == "evidence":
             self._evidence(now)
             return
@@ -216,6 +220,16 @@ class Judge:
                 del self.after_ready[:-16]
             else:
                 self._fail(s, now)
+
+    def _scheduled(self, kind: str, now: float) -> None:
+        """A scheduler's job: waiting in the queue (no stall clock), started, or
+        put back in the queue for a new attempt (its log starts over)."""
+        if kind == "requeued":
+            self._reset(now)
+        if kind != "running" and self.phase == "init" and self.last_line is None:
+            self.phase = "queued"
+        elif kind == "running" and self.phase == "queued":
+            self._enter("init", now)
 
     def _set_ready(self, s: Signal, now: float) -> None:
         self.ready = s
@@ -284,6 +298,8 @@ class Judge:
             return self._failed(now)
         if self.timeout is not None and now - self.started >= self.timeout:
             return self._verdict("timeout", now, self._last_line())
+        if self.phase == "queued":
+            return None  # waiting for nodes is not a stall
         if self.stall is not None and now - self.last_evidence >= max(self.stall, self.stall_for.get(self.phase, 0)):
             if self.candidates:
                 return self._failed(now)

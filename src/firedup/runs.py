@@ -29,6 +29,7 @@ class Run:
     started: float  # epoch seconds
     created: float  # the process's own start time: tells a reused pid apart
     host: str | None = None  # [user@]host[:port] for a server launched over SSH
+    job: str | None = None  # a Slurm job id, for a server launched with --slurm
 
     @property
     def record(self) -> Path:
@@ -42,7 +43,7 @@ class Run:
 
     def alive(self) -> bool | None:
         """Whether it still runs (None: on a remote host, not asked)."""
-        if self.host:
+        if self.host or self.job:
             return None
         try:
             proc = psutil.Process(self.pid)

@@ -58,7 +58,7 @@ class Watch:
                  offset: int = 0, probe_generate: bool = False, remote: RemoteSource | None = None,
                  cancel: threading.Event | None = None, stall_for: dict[str, float] | None = None,
                  expect: dict[str, Any] | None = None, quiet: float = QUIET,
-                 listening_before: set[str] | None = None):
+                 listening_before: set[str] | None = None, scheduler: Any = None):
         self.clock = clock
         self.started = clock()
         self.engine = Engine(server=server)
@@ -67,8 +67,9 @@ class Watch:
         self.exit_watch = exit_watch or (ExitWatch(pid) if pid else None)
         # No process known: the log's writer is looked for; until one is found
         # a fatal exception followed by silence decides.
-        self._find_writer = bool(log) and self.exit_watch is None
-        log_only = self.exit_watch is None and not (remote and (remote.pid or remote.launch))
+        # A scheduler's job: slurmstepd writes its log, and the scheduler says when it ended.
+        self._find_writer = bool(log) and self.exit_watch is None and scheduler is None
+        log_only = self.exit_watch is None and not (remote and (remote.pid or remote.launch)) and scheduler is None
         self.judge = Judge(now=self.started, stall=stall, timeout=timeout, grace=grace, server=server,
                            confirm=CONFIRM if url or (remote and remote.url) else None,
                            require_generate=bool(url and probe_generate), stall_for=stall_for,
@@ -79,6 +80,8 @@ class Watch:
         self.expect = expect
         self.probe_generate = probe_generate
         self.remote = remote
+        # A scheduler's job (sources.slurm): its signals() say queued, running, requeued, ended.
+        self.scheduler = scheduler
         self.cancel = cancel
         self._remote_sample: dict[str, Any] | None = None
         self.environment: dict[str, Any] | None = None  # a remote host's, when its agent sends it
@@ -115,9 +118,7 @@ class Watch:
         if self.exit_watch is not None:
             sel.register(self.exit_watch, selectors.EVENT_READ)
         if self.url:
-            self.prober = Prober(self.url, self._health_path(), generate=self.probe_generate)
-            sel.register(self.prober, selectors.EVENT_READ)
-            self.prober.start()
+            self._start_prober(sel)
         log = self.follower.path if self.follower else f"ssh://{self.remote.host}{self.remote.path}" if self.remote else "-"
         self._emit(0.0, "start", server=self.engine.family, log=log,
                    pid=self.exit_watch.pid if self.exit_watch else None, url=self.prober.url if self.prober else None)
@@ -142,6 +143,8 @@ class Watch:
                         remote_fd = self.remote.fileno()
                         if remote_fd >= 0:
                             sel.register(remote_fd, selectors.EVENT_READ)
+                if self.scheduler is not None:
+                    self._scheduler_events(now, sel)
                 if self.prober is not None:
                     self._probes(now)
                 if self.sampler is not None and now >= next_sample:
@@ -215,6 +218,26 @@ class Watch:
         self._last_data = now
         self._idle = False
         self._feed(self.engine.feed(data) + self.engine.peek(), now)
+
+    def _start_prober(self, sel: selectors.BaseSelector) -> None:
+        self.prober = Prober(self.url, self._health_path(), generate=self.probe_generate)
+        sel.register(self.prober, selectors.EVENT_READ)
+        self.prober.start()
+
+    def _scheduler_events(self, now: float, sel: selectors.BaseSelector) -> None:
+        for s in self.scheduler.signals():
+            if s.kind == "requeued":  # a new attempt rewrites the log: read it as a new start
+                self.engine = Engine(server=self.judge.server)
+            self._read(now)  # the log's lines come before the scheduler's word on them
+            if s.kind == "exit":
+                self._close_input(now)
+            if s.kind in ("queued", "running", "requeued", "exit"):
+                self._emit(now - self.started, s.kind, line=s.line, **s.data)
+            self._feed([s], now)
+            if s.kind == "running" and s.data.get("url") and self.prober is None:
+                self.url = s.data["url"]  # the head node's address is known once it runs
+                self.judge.confirm = CONFIRM
+                self._start_prober(sel)
 
     def _read(self, now: float) -> None:
         if self.follower is not None:

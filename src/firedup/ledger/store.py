@@ -53,9 +53,13 @@ MIGRATIONS = (
     ALTER TABLE runs ADD COLUMN workload TEXT;
     ALTER TABLE runs ADD COLUMN metrics TEXT;
     """,
+    # 4: a scheduler's job: id, partition, nodes, queue wait, the node logs
+    """
+    ALTER TABLE runs ADD COLUMN scheduler TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
-JSON_COLUMNS = ("command", "config", "phases", "evidence", "environment", "workload", "metrics")
+JSON_COLUMNS = ("command", "config", "phases", "evidence", "environment", "workload", "metrics", "scheduler")
 
 
 class LedgerError(Exception):

@@ -23,10 +23,12 @@ CAUSES = (
     "driver_mismatch", "gpu_unavailable", "undefined_symbol", "version_mismatch",
     "missing_shared_lib", "missing_module", "nccl", "port_in_use", "model_not_found",
     "corrupt_checkpoint", "trust_remote_code", "unsupported_arch", "bad_argument",
-    "compile_error", "worker_died", "segfault", "warmup_failed", "other",
+    "compile_error", "worker_died", "segfault", "warmup_failed", "time_limit", "node_failure",
+    "scheduler_rejected", "other",
 )
 # The order in which a server goes through start-up; "serving" comes after ready.
-PHASES = ("init", "dist_init", "weights", "kv_cache", "compile", "cuda_graphs", "warmup", "http", "serving")
+# "queued": a scheduler's job waiting for its nodes.
+PHASES = ("queued", "init", "dist_init", "weights", "kv_cache", "compile", "cuda_graphs", "warmup", "http", "serving")
 FAMILIES = ("sglang", "vllm", "llamacpp", "tgi", "trtllm", "lmdeploy", "transformers")
 CONFIG_FORMATS = ("kwargs", "dict", "rust", "kv")
 

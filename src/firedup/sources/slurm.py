@@ -1,0 +1,298 @@
+"""The Slurm scheduler as a source of evidence.
+
+Its commands' plain formats are read by name, never by position: the header
+of ``squeue -o``/``sacct -P`` output names the columns, ``scontrol -o`` writes
+``Key=Value`` pairs. These read the same from Slurm 21.08 to 25.11, while the
+``--json`` schemas change every release.
+
+A :class:`JobPoller` asks ``squeue`` at most once per ``every`` seconds and
+turns what changed into signals for the judge: ``queued`` (with the reason),
+``running`` (an attempt started), ``requeued`` (a new attempt under the same
+job id), and, for what ends a start, a ``fatal`` or ``exit`` signal whose line
+says what the scheduler said. Those lines are read by the generic pack's
+``slurm-*`` rules, which carry each cause's explanation and remedy."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import rules
+from ..signals import Signal
+
+POLL_EVERY = 2.0  # at most one squeue per job this often
+# Reasons a pending job waits on that will never clear by themselves.
+NEVER_REASONS = {
+    "PartitionNodeLimit", "PartitionTimeLimit", "DependencyNeverSatisfied", "JobHeldUser", "JobHeldAdmin",
+    "BadConstraints", "InvalidAccount", "InvalidQOS", "PartitionInactive",
+}
+_PER_JOB_LIMIT = re.compile(r"^(?:QOS|Assoc)Max\w*Per(?:Job|Node)\w*$")
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
+         "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
+SQUEUE_FORMAT = "%i|%T|%r|%N|%B|%P|%l|%j"
+SACCT_FIELDS = "JobID,State,ExitCode,DerivedExitCode,NodeList,Elapsed,MaxRSS,Partition"
+# How long sacct may lag behind squeue for a job that just ended.
+SACCT_WAIT = 5.0
+
+
+class SlurmError(Exception):
+    """A Slurm command failed; the message is its own."""
+
+
+class Commands:
+    """Runs the scheduler's commands on this machine."""
+
+    where = "local"
+
+    def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30) -> str:
+        if shutil.which(argv[0]) is None:
+            raise SlurmError(f"{argv[0]} not found: is Slurm installed here?")
+        try:
+            out = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"{argv[0]} did not answer in {timeout:.0f} s") from None
+        if out.returncode != 0:
+            lines = [line for line in out.stderr.strip().splitlines() if line.strip()]
+            raise SlurmError(lines[-1] if lines else f"{argv[0]} exited {out.returncode}")
+        return out.stdout
+
+
+# -- plain output, read by name ------------------------------------------------
+
+def parse_table(text: str) -> list[dict[str, str]]:
+    """``|``-separated rows under a header line (``squeue -o``, ``sacct -P``)."""
+    rows = [line.split("|") for line in text.splitlines() if line.strip()]
+    if not rows:
+        return []
+    header = [h.strip() for h in rows[0]]
+    return [dict(zip(header, row)) for row in rows[1:]]
+
+
+_KEY = re.compile(r"(?:^|\s)([A-Za-z][\w:/.()]*)=")
+
+
+def parse_scontrol(text: str) -> dict[str, str]:
+    """One ``scontrol -o show job|node`` record: ``Key=Value`` pairs, values may hold spaces."""
+    text = text.strip().splitlines()[0] if text.strip() else ""
+    keys = list(_KEY.finditer(text))
+    out = {}
+    for i, m in enumerate(keys):
+        end = keys[i + 1].start() if i + 1 < len(keys) else len(text)
+        out[m.group(1)] = text[m.end():end].strip()
+    return out
+
+
+def expand_nodes(spec: str) -> list[str]:
+    """``n[1-2],gpu[01-03,07]`` → ``['n1', 'n2', 'gpu01', 'gpu02', 'gpu03', 'gpu07']``."""
+    out: list[str] = []
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", spec or ""):
+        prefix, ranges = m.group(1), m.group(2)
+        if ranges is None:
+            out.append(prefix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            for n in range(int(lo), int(hi or lo) + 1):
+                out.append(f"{prefix}{n:0{len(lo)}d}")
+    return out
+
+
+def exit_code(text: str) -> int:
+    """Slurm's ``code:signal`` as a shell would report it."""
+    code, _, sig = (text or "0:0").partition(":")
+    return 128 + int(sig) if sig.isdigit() and int(sig) else int(code or 0)
+
+
+def never_clears(reason: str) -> bool:
+    return reason in NEVER_REASONS or bool(_PER_JOB_LIMIT.match(reason))
+
+
+@dataclass
+class JobInfo:
+    """What firedup knows of a job: for the views, the run record and the ledger."""
+    id: str
+    name: str = ""
+    state: str = ""
+    reason: str = ""
+    partition: str = ""
+    nodes: list[str] = field(default_factory=list)
+    batch_host: str = ""
+    time_limit: str = ""
+    restarts: int = 0
+    queued: float | None = None  # seconds the current attempt waited in the queue
+    stdout: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.id, "state": self.state, "partition": self.partition, "nodes": self.nodes,
+                "restarts": self.restarts, "queue_wait": None if self.queued is None else round(self.queued, 3)}
+
+
+def squeue(commands: Commands, job: str) -> dict[str, str] | None:
+    """The job's row (any state, while slurmctld remembers it: MinJobAge), or None."""
+    try:
+        rows = parse_table(commands.run(["squeue", "-t", "all", "-j", job, "-o", SQUEUE_FORMAT]))
+    except SlurmError as e:
+        if "Invalid job id" in str(e):
+            return None
+        raise
+    return next((r for r in rows if r.get("JOBID") == job), None)
+
+
+def scontrol_job(commands: Commands, job: str) -> dict[str, str]:
+    return parse_scontrol(commands.run(["scontrol", "-o", "show", "job", job]))
+
+
+def sacct(commands: Commands, job: str) -> list[dict[str, str]]:
+    return parse_table(commands.run(["sacct", "-P", "-j", job, "-o", SACCT_FIELDS]))
+
+
+def node_address(commands: Commands, node: str) -> str:
+    """How to reach a node from here: its NodeAddr (what Slurm itself uses)."""
+    info = parse_scontrol(commands.run(["scontrol", "-o", "show", "node", node]))
+    return info.get("NodeAddr") or info.get("NodeHostName") or node
+
+
+def _unavailable_nodes_down(commands: Commands, reason: str) -> bool:
+    """ReqNodeNotAvail clears when the node comes back: it cannot while it is down or drained."""
+    m = re.search(r"UnavailableNodes:(\S+)", reason)
+    if not m:
+        return False
+    states = commands.run(["sinfo", "-h", "-N", "-n", m.group(1), "-o", "%T"]).split()
+    return bool(states) and all(re.match(r"(down|drain|fail)", s) for s in states)
+
+
+def rule_for(line: str) -> rules.Rule | None:
+    """The generic pack's rule that reads a line firedup wrote for the scheduler."""
+    for rule in rules.load().packs["generic"].rules:
+        if rule.id.startswith("slurm-") and rule.pattern.search(line):
+            return rule
+    return None
+
+
+def scheduler_signal(kind: str, line: str, **data: Any) -> Signal:
+    return Signal(kind, line=line, rule=rule_for(line), origin="slurm", data=data)
+
+
+def rejected(message: str) -> Signal:
+    """A submit that sbatch refused, as the judge's fatal line."""
+    return scheduler_signal("fatal", f"sbatch: error: {message.removeprefix('sbatch: error: ')}")
+
+
+class JobPoller:
+    """The scheduler's view of one job, as signals, at most one squeue per ``every`` seconds."""
+
+    def __init__(self, commands: Commands, job: str, *, every: float = POLL_EVERY,
+                 clock=time.monotonic):
+        self.commands = commands
+        self.info = JobInfo(job)
+        self.every = every
+        self.clock = clock
+        self._next = 0.0
+        self._pending_since: float | None = None
+        self._ended_at: float | None = None
+        self.ended = False
+        self.polls = 0
+
+    def poll(self) -> list[Signal]:
+        """Signals for what changed since the last poll; [] when it is not time yet."""
+        now = self.clock()
+        if self.ended or now < self._next:
+            return []
+        self._next = now + self.every
+        self.polls += 1
+        row = squeue(self.commands, self.info.id)
+        if row is None:  # slurmctld forgot it (MinJobAge passed): sacct knows how it ended
+            return self._ended(now, None)
+        info = self.info
+        state, reason = row["STATE"], row["REASON"]
+        info.name, info.partition, info.time_limit = row["NAME"], row["PARTITION"], row["TIME_LIMIT"]
+        out: list[Signal] = []
+        if state == "PENDING":
+            if info.state in ("RUNNING", "COMPLETING", "CONFIGURING") or (info.state and info.state in ENDED):
+                out.append(self._requeued(now))
+            if self._pending_since is None:
+                self._pending_since = now
+            if reason != info.reason or state != info.state:
+                out.append(self._pending(reason))
+        elif state in ("RUNNING", "CONFIGURING", "COMPLETING") and info.state not in ("RUNNING", "COMPLETING"):
+            if info.state in ENDED:  # ended and requeued between two polls
+                out.append(self._requeued(now))
+            info.nodes = expand_nodes(row["NODELIST"])
+            info.batch_host = row["EXEC_HOST"]
+            if self._pending_since is not None or info.queued is None:
+                info.queued = now - self._pending_since if self._pending_since is not None else 0.0
+            self._pending_since = None
+            detail = scontrol_job(self.commands, info.id)
+            info.restarts = int(detail.get("Restarts") or 0)
+            info.stdout = detail.get("StdOut", "")
+            out.append(Signal("running", line=f"slurm: job {info.id} running on {row['NODELIST']}",
+                              origin="slurm", data={"nodes": info.nodes, "restarts": info.restarts}))
+        info.state, info.reason = state, reason
+        if state in ENDED:
+            out += self._ended(now, row)
+        return out
+
+    def _pending(self, reason: str) -> Signal:
+        info = self.info
+        if never_clears(reason) or (reason.startswith("ReqNodeNotAvail")
+                                    and _unavailable_nodes_down(self.commands, reason)):
+            self.ended = True
+            return scheduler_signal("fatal", f"slurm: job {info.id} pending ({reason}), which will never clear",
+                                    reason=reason)
+        return Signal("queued", line=f"slurm: job {info.id} pending ({reason})", origin="slurm",
+                      data={"reason": reason})
+
+    def _requeued(self, now: float) -> Signal:
+        self.info.restarts += 1
+        self._pending_since = now
+        return Signal("requeued", line=f"slurm: job {self.info.id} requeued (attempt {self.info.restarts + 1})",
+                      origin="slurm", data={"restarts": self.info.restarts})
+
+    def _ended(self, now: float, row: dict[str, str] | None) -> list[Signal]:
+        """The end of the job: sacct's lines (job and steps) decide it; a requeue may follow."""
+        info = self.info
+        rows = sacct(self.commands, info.id)
+        job = next((r for r in rows if r["JobID"] == info.id), None)
+        if job is None or job["State"].split()[0] not in ENDED:
+            # accounting has not caught up yet: ask again at the next poll, for a while
+            if self._ended_at is None:
+                self._ended_at = now
+            if now - self._ended_at < SACCT_WAIT and row is not None:
+                return []
+            job = {"JobID": info.id, "State": row["STATE"] if row else "UNKNOWN", "ExitCode": "0:0",
+                   "DerivedExitCode": "0:0", "NodeList": row["NODELIST"] if row else ""}
+        state = job["State"].split()[0]
+        if state == "NODE_FAIL" and row is not None and row["STATE"] == "PENDING":
+            return []  # requeued: the next poll follows the new attempt
+        self.ended = True
+        info.state = state
+        text = "|".join(job.get(k, "") for k in ("JobID", "State", "ExitCode", "DerivedExitCode", "NodeList"))
+        line = f"slurm: job {info.id} ended {state} (sacct: {text})"
+        if state == "COMPLETED":
+            failed = [r for r in rows if r["JobID"] != info.id and r["State"].split()[0] not in ("COMPLETED",)
+                      and not r["JobID"].endswith((".batch", ".extern"))]
+            if failed or exit_code(job.get("DerivedExitCode", "0:0")):
+                step = failed[0] if failed else job
+                text = "|".join(step.get(k, "") for k in ("JobID", "State", "ExitCode", "NodeList"))
+                return [scheduler_signal("fatal", f"slurm: step {step['JobID']} ended {step['State']} "
+                                                  f"in a job that says COMPLETED (sacct: {text})")]
+            return [Signal("exit", line=line, origin="slurm", data={"code": 0})]
+        signal = scheduler_signal("fatal", line, state=state)
+        if signal.rule is None:  # FAILED, CANCELLED...: the log says why; the exit code is the fact
+            return [Signal("exit", line=line, origin="slurm", data={"code": exit_code(job.get("ExitCode", "0:0"))})]
+        return [signal]
+
+
+def submit(commands: Commands, script: str, sbatch_args: Sequence[str]) -> str:
+    """``sbatch --parsable``, the script on standard input; the job id."""
+    out = commands.run(["sbatch", "--parsable", *sbatch_args], stdin=script)
+    return out.strip().split(";")[0]
+
+
+def cancel(commands: Commands, job: str) -> None:
+    commands.run(["scancel", job])
