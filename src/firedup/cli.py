@@ -447,7 +447,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def _launch_slurm(args: argparse.Namespace, cmd: list[str], sinks: list, ledger: Ledger,
                   kill_on_stall: bool | None = None) -> slurm.Launched:
-    if args.host:
+    if getattr(args, "host", None):
         raise InputError("--slurm with --host (a login node over SSH) is not supported yet")
     if args.nodes < 1:
         raise InputError("--nodes must be 1 or more")
@@ -455,7 +455,7 @@ def _launch_slurm(args: argparse.Namespace, cmd: list[str], sinks: list, ledger:
         launched = slurm.launch(cmd, name=args.name, nodes=args.nodes, sbatch_args=args.sbatch_arg,
                                 log_dir=args.log_dir, server=args.server, url=args.url, stall=args.stall,
                                 timeout=args.timeout, grace=getattr(args, "grace", 30.0),
-                                kill_on_stall=args.kill_on_stall if kill_on_stall is None else kill_on_stall,
+                                kill_on_stall=kill_on_stall if kill_on_stall is not None else args.kill_on_stall,
                                 sinks=sinks, ledger=ledger)
     finally:
         for sink in sinks:
@@ -661,9 +661,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     starts = args.repeat if args.relaunch else 1
     results: list[BenchResult] = []
     for _ in range(starts):
-        launched = start_and_watch(cmd, name=args.name, server=args.server, url=args.url, stall=args.stall,
-                                   timeout=args.timeout, kill_on_stall=True, sinks=sinks, ledger=ledger,
-                                   port_check=args.port_check == "on")
+        if args.slurm:  # the benchmark is aimed at the head node
+            launched = _launch_slurm(args, cmd, list(sinks), ledger, kill_on_stall=True)
+        else:
+            launched = start_and_watch(cmd, name=args.name, server=args.server, url=args.url, stall=args.stall,
+                                       timeout=args.timeout, kill_on_stall=True, sinks=sinks, ledger=ledger,
+                                       port_check=args.port_check == "on")
         try:
             if launched.verdict.outcome != "ready":
                 return _finish(sinks or [JsonEvents()], launched.verdict, launched.note)

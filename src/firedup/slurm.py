@@ -29,12 +29,13 @@ from .launch import derive_url
 from .ledger.memory import Memory
 from .ledger.store import Ledger
 from .signals import Signal
-from .sources.slurm import (POLL_EVERY, Commands, JobPoller, SlurmError, cancel, node_address, rejected, sacct,
+from .sources.slurm import (ENDED, POLL_EVERY, Commands, JobPoller, SlurmError, cancel, node_address, rejected, sacct,
                             scontrol_job, squeue, submit)
 from .watch import Watch
 
 # sbatch options firedup sets itself.
 OWN_OPTIONS = ("-o", "--output", "-e", "--error", "-N", "--nodes", "-J", "--job-name", "--parsable")
+SCHEDULER_EVENTS = ("queued", "running", "requeued", "exit")
 _NODE_IN_LINE = re.compile(r"\bON (\S+) CANCELLED AT|^srun: error: ([^:\s]+):")
 
 
@@ -188,6 +189,8 @@ class _Labelled:
         self.sink, self.label, self.several = sink, label, several
 
     def event(self, t: float, name: str, **fields) -> None:
+        if self.several and self.label != "job" and (name in SCHEDULER_EVENTS or fields.get("phase") == "queued"):
+            return  # the job's own watch tells these once
         if self.several:
             fields["node"] = self.label
         self.sink.event(t, name, **fields)
@@ -239,6 +242,11 @@ class Launched:
     run: runs.Run
     verdict: Verdict
     note: str
+
+    def stop(self) -> None:
+        """Cancel the job of a ready server (one that is not ready was cancelled already)."""
+        if self.run.job and self.verdict.outcome == "ready":
+            stop(self.run)
 
 
 def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbatch_args: Sequence[str] = (),
@@ -306,7 +314,7 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
         note = (f"{state}: job {job} on {','.join(info.nodes)}, log {run.log}; "
                 f"stop it with: firedup stop {name}")
     else:
-        if not follow.poller.ended:
+        if info.state not in ENDED:
             cancel(commands, job)
             note = f"cancelled job {job} (scancel)"
         else:

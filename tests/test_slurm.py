@@ -1,0 +1,293 @@
+"""Slurm: the scheduler's plain output read by name, the judge's queued phase
+with a fake clock, and real jobs on a real two-node cluster
+(scripts/slurm-cluster.sh: two slurmd on this host, cgroup memory
+enforcement, accounting), each with its verdict and cause."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from firedup import slurm
+from firedup.judge import Judge
+from firedup.ledger.store import Ledger
+from firedup.signals import Signal
+from firedup.sources import slurm as source
+
+from . import slurmd
+from .conftest import run_cli
+from .test_servers import MODEL, TF, Recorder, broken_copy, free_port, need, tf
+
+# -- plain output, no cluster needed -------------------------------------------------
+
+
+def test_tables_are_read_by_their_header_not_by_position():
+    text = "JobID|State|ExitCode|DerivedExitCode|NodeList\n12|COMPLETED|0:0|7:0|n[1-2]\n12.0|FAILED|7:0||n[1-2]\n"
+    rows = source.parse_table(text)
+    assert rows[0]["DerivedExitCode"] == "7:0" and rows[1]["State"] == "FAILED"
+
+
+def test_scontrol_values_may_hold_spaces_and_equal_signs():
+    line = ("JobId=3 JobName=my job JobState=PENDING Reason=ReqNodeNotAvail,_UnavailableNodes:n2 "
+            "Command=/x/run.sh --a=1 WorkDir=/home/a b StdOut=/logs/a b/x-3.log Restarts=2")
+    info = source.parse_scontrol(line)
+    assert info["JobName"] == "my job" and info["StdOut"] == "/logs/a b/x-3.log" and info["Restarts"] == "2"
+    assert info["Command"] == "/x/run.sh --a=1"
+
+
+def test_node_lists_expand_in_order():
+    assert source.expand_nodes("n[1-2]") == ["n1", "n2"]
+    assert source.expand_nodes("gpu[08-10,12],login") == ["gpu08", "gpu09", "gpu10", "gpu12", "login"]
+
+
+@pytest.mark.parametrize("reason, never", [("Resources", False), ("Priority", False), ("BeginTime", False),
+                                           ("PartitionNodeLimit", True), ("DependencyNeverSatisfied", True),
+                                           ("JobHeldUser", True), ("QOSMaxNodePerJobLimit", True)])
+def test_reasons_that_never_clear(reason, never):
+    assert source.never_clears(reason) is never
+
+
+def test_exit_codes_read_like_a_shell():
+    assert source.exit_code("7:0") == 7 and source.exit_code("0:9") == 137 and source.exit_code("0:0") == 0
+
+
+def test_time_limits_in_slurm_format():
+    assert slurm._seconds("10:00") == 600 and slurm._seconds("1:00:00") == 3600
+    assert slurm._seconds("2-00:00:00") == 172800 and slurm._seconds("UNLIMITED") is None
+
+
+def test_the_stall_clock_does_not_run_while_queued_and_the_wait_is_recorded():
+    judge = Judge(now=0.0, stall=10)
+    judge.feed(Signal("queued", data={"reason": "Resources"}), 1.0)
+    assert judge.phase == "queued" and judge.decide(500.0) is None
+    judge.feed(Signal("running", data={"nodes": ["n1"]}), 600.0)
+    assert judge.phase == "init" and judge.decide(609.0) is None
+    verdict = judge.decide(611.0)
+    assert verdict.outcome == "stalled" and verdict.phases["queued"] == 600.0
+
+
+def test_a_requeued_job_is_read_as_a_new_attempt():
+    judge = Judge(now=0.0, stall=10)
+    judge.feed(Signal("running"), 1.0)
+    judge.feed(source.rejected("Batch job submission failed: x"), 2.0)  # a failure of the first attempt
+    judge.feed(Signal("requeued", data={"restarts": 1}), 3.0)
+    assert judge.phase == "queued" and judge.decide(4.0) is None
+
+
+# -- a real cluster --------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def cluster():
+    started, why = slurmd.start()
+    if why is not None:
+        if os.environ.get("CI"):
+            raise RuntimeError(f"CI must run the Slurm tests: {why}")
+        pytest.skip(why)
+    yield
+    if started:
+        slurmd.stop()
+
+
+@pytest.fixture
+def env(monkeypatch):
+    """What the job inherits from sbatch (--export=ALL)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+
+
+def launch(argv, tmp_path, **options):
+    recorder = Recorder()
+    options.setdefault("stall", 120)
+    launched = slurm.launch([str(a) for a in argv], log_dir=tmp_path / "logs", sinks=[recorder], every=1.0,
+                            **options)
+    launched.events = recorder.events
+    return launched
+
+
+def job_state(job: str) -> str:
+    return slurm.state(job)
+
+
+def wait_ended(job: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = job_state(job)
+        if state not in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING"):
+            return state
+        time.sleep(0.5)
+    raise AssertionError(f"job {job} still {state}")
+
+
+FOLLOWER = """
+if [ "$SLURM_PROCID" = 0 ]; then exec "$@"; fi
+echo "worker $SLURMD_NODENAME: following the head"
+[ -n "$WORKER_EXIT" ] && exit "$WORKER_EXIT"
+while ! curl -s "$HEAD/health" >/dev/null; do sleep 0.5; done
+echo "worker $SLURMD_NODENAME: the head answers"
+exec sleep 600
+"""
+
+
+def two_node(tmp_path, port, **env):
+    """Task 0 runs the server; task 1 follows it (or exits, or hangs, as env says)."""
+    script = tmp_path / "two-node.sh"
+    exports = "".join(f"export {k}={v}\n" for k, v in env.items())
+    script.write_text(f"#!/bin/bash\nexport HEAD=http://127.0.0.1:{port}\n{exports}{FOLLOWER}")
+    script.chmod(0o755)
+    return [script, *tf(MODEL, port)]
+
+
+@need(TF)
+def test_one_node_tiny_model_ready_benchmarked_stopped_recorded(cluster, env, tmp_path):
+    port = free_port()
+    proc = run_cli("run", "--slurm", "--name", "tiny-slurm", "--log-dir", str(tmp_path / "logs"), "--stall", "120",
+                   "--concurrency", "2", "--num-prompts", "4", "--input-len", "8", "--output-len", "8", "--json",
+                   "--", *map(str, tf(MODEL, port)), timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    bench = json.loads(proc.stdout.decode().splitlines()[-1])
+    assert bench["completed"] == 4 and bench["url"] == f"http://127.0.0.1:{port}"
+    ledger = Ledger(os.environ["FIREDUP_LEDGER"])
+    launch_run = ledger.find(kind="launch")[0]
+    assert launch_run["outcome"] == "ready" and launch_run["scheduler"]["partition"] == "debug"
+    job = launch_run["scheduler"]["job"]
+    assert launch_run["scheduler"]["nodes"] == ["n1"] and launch_run["scheduler"]["queue_wait"] is not None
+    assert launch_run["scheduler"]["logs"]["job"] == str(tmp_path / "logs" / f"tiny-slurm-{job}.log")
+    assert wait_ended(job) == "CANCELLED"  # firedup run stopped it
+
+    port = free_port()
+    proc = run_cli("launch", "--slurm", "--name", "tiny", "--log-dir", str(tmp_path / "logs"), "--json", "--",
+                   *map(str, tf(MODEL, port)), timeout=300)
+    verdict = json.loads(proc.stdout.decode().splitlines()[-1])
+    assert proc.returncode == 0 and verdict["outcome"] == "ready" and verdict["server"] == "transformers"
+    ps = json.loads(run_cli("ps", "--json").stdout)
+    assert [(r["name"], r["job"], r["job_state"]) for r in ps] == [("tiny", verdict["slurm"]["job"], "RUNNING")]
+    stop = run_cli("stop", "tiny")
+    assert stop.returncode == 0 and b"scancel" in stop.stdout
+    assert wait_ended(verdict["slurm"]["job"]) == "CANCELLED"
+
+
+@need(TF)
+def test_two_nodes_head_serves_and_the_second_follows(cluster, env, tmp_path):
+    port = free_port()
+    launched = launch(two_node(tmp_path, port), tmp_path, nodes=2, name="two")
+    try:
+        assert launched.verdict.outcome == "ready", launched.verdict
+        assert launched.verdict.slurm["nodes"] == ["n1", "n2"]
+        assert set(launched.verdict.slurm["logs"]) == {"job", "n1", "n2"}
+        assert launched.verdict.evidence["line"].startswith("INFO:     Uvicorn running")
+    finally:
+        slurm.stop(launched.run)
+
+
+@need(TF)
+def test_two_nodes_second_task_exits_7_fails_naming_n2(cluster, env, tmp_path):
+    launched = launch(two_node(tmp_path, free_port(), WORKER_EXIT=7), tmp_path, nodes=2, name="two7")
+    v = launched.verdict
+    assert v.outcome == "failed" and v.slurm["node"] == "n2", v
+    assert v.evidence["line"] == "srun: error: n2: task 1: Exited with exit code 7"
+    assert wait_ended(v.slurm["job"]) in ("FAILED", "CANCELLED")
+
+
+RANKS = """
+if [ "$SLURM_PROCID" = 1 ]; then echo "rank 1: init"; exec sleep 600; fi
+while true; do echo "rank 0: waiting for rank 1 (NCCL init)"; sleep 1; done
+"""
+
+
+def test_a_silent_rank_is_stalled_and_named(cluster, tmp_path):
+    script = tmp_path / "ranks.sh"
+    script.write_text("#!/bin/bash\n" + RANKS)
+    script.chmod(0o755)
+    launched = launch([script], tmp_path, nodes=2, name="silent", stall=6, kill_on_stall=True)
+    v = launched.verdict
+    assert v.outcome == "stalled" and v.slurm["node"] == "n2", v
+    assert v.evidence["line"] == "rank 1: init"
+    assert wait_ended(v.slurm["job"]) == "CANCELLED"
+
+
+def test_over_the_memory_limit_is_host_oom(cluster, tmp_path):
+    hog = "import time; print('allocating', flush=True); b = bytearray(800 << 20); time.sleep(60)"
+    launched = launch([sys.executable, "-c", hog], tmp_path, name="oom", sbatch_args=["--mem=200M"])
+    v = launched.verdict
+    assert v.outcome == "failed" and v.cause == "host_oom", v
+    assert "oom" in v.evidence["line"].lower() or "OUT_OF_MEMORY" in v.evidence["line"]
+
+
+def test_three_nodes_on_a_two_node_partition_is_rejected_at_once(cluster, tmp_path):
+    start = time.monotonic()
+    launched = launch(["sleep", "60"], tmp_path, name="three", nodes=3)
+    v = launched.verdict
+    assert time.monotonic() - start < 5
+    assert v.outcome == "failed" and v.cause == "scheduler_rejected" and "PartitionNodeLimit" in v.evidence["line"]
+    assert wait_ended(v.slurm["job"]) == "CANCELLED"  # not left pending for ever
+
+
+def test_a_submit_sbatch_refuses_fails_with_its_message(cluster, tmp_path):
+    launched = launch(["sleep", "60"], tmp_path, name="toobig", sbatch_args=["--mem=100G"])
+    v = launched.verdict
+    assert v.outcome == "failed" and v.cause == "scheduler_rejected"
+    assert v.evidence["line"] == "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+
+
+def test_a_log_folder_that_cannot_be_made_is_caught_before_submit(cluster, tmp_path):
+    (tmp_path / "file").write_text("")
+    before = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i"], capture_output=True, text=True).stdout
+    proc = run_cli("launch", "--slurm", "--log-dir", str(tmp_path / "file" / "logs"), "--", "sleep", "1")
+    assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup: cannot create the log folder")
+    assert b"Traceback" not in proc.stderr
+    after = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i"], capture_output=True, text=True).stdout
+    assert after == before  # nothing submitted
+
+
+def test_watch_attaches_to_a_job_someone_else_submitted(cluster, tmp_path):
+    log = tmp_path / "theirs.log"
+    job = subprocess.run(["sbatch", "--parsable", "-o", str(log), "--wrap", "echo starting; sleep 1; exit 3"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    proc = run_cli("watch", f"slurm://{job}", "--json", timeout=60)
+    verdict = json.loads(proc.stdout.decode().splitlines()[-1])
+    assert proc.returncode == 1 and verdict["outcome"] == "failed" and verdict["exit_code"] == 3
+    assert verdict["slurm"]["job"] == job and verdict["slurm"]["logs"]["job"] == str(log)
+    missing = subprocess.run(["sbatch", "--parsable", "--hold", "-o", str(tmp_path / "nowhere" / "x.log"),
+                              "--wrap", "true"], capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        proc = run_cli("watch", f"slurm://{missing}")
+        assert proc.returncode == 2 and b"whose folder does not exist" in proc.stderr
+    finally:
+        subprocess.run(["scancel", missing])
+
+
+@need(TF)
+def test_time_limit_during_a_slow_load_says_how_far_it_got(cluster, env, tmp_path):
+    model = broken_copy(tmp_path, "fifo")  # a shard that never delivers: loading waits at it
+    launched = launch(tf(model, free_port()), tmp_path, name="slow", sbatch_args=["--time=1"], stall=600)
+    v = launched.verdict
+    assert v.outcome == "failed" and v.cause == "time_limit", v
+    assert v.progress is not None and "when the 1 min limit hit" in v.explanation, v.explanation
+
+
+@need(TF)
+def test_a_node_that_dies_during_a_start_is_node_failure(cluster, env, tmp_path):
+    node = "n1"
+    recorder = Recorder()
+    result = {}
+
+    def kill_when_running(t, name, **fields):
+        recorder.event(t, name, **fields)
+        if name == "running" and "killed" not in result:
+            result["killed"] = os.kill(slurmd.slurmd_pid(node), signal.SIGKILL)
+
+    recorder_sink = type("Sink", (), {"event": staticmethod(kill_when_running), "update": lambda self, v: None})()
+    try:
+        model = broken_copy(tmp_path, "fifo")  # a start that lasts until the node is declared dead
+        launched = slurm.launch([str(a) for a in tf(model, free_port())], log_dir=tmp_path / "logs", name="dies",
+                                sinks=[recorder_sink], every=1.0, stall=300,
+                                sbatch_args=["--no-requeue", f"--nodelist={node}"])
+        v = launched.verdict
+        assert v.outcome == "failed" and v.cause == "node_failure", v
+    finally:
+        slurmd.restart_slurmd(node)
