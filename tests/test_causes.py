@@ -45,6 +45,11 @@ CASES = {
     "warmup_failed": SGLANG + "[2025-04-09 05:05:20] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)\n"
                      "[2025-04-09 05:05:21] Initialization failed. warmup error: Traceback (most recent call last):\n"
                      '  File "http_server.py", line 1, in _wait_and_warmup\nAssertionError: {"object":"error","message":"boom"}\n',
+    "time_limit": VLLM + "Loading safetensors checkpoint shards:  75% Completed | 48/64 [09:58<03:19, 12.5s/it]\n"
+                  "slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-12-01T02:40:11 DUE TO TIME LIMIT ***\n",
+    "node_failure": VLLM + "slurmstepd: error: *** JOB 31 ON n1 CANCELLED AT 2026-12-01T03:02:11 DUE TO NODE FAILURE, "
+                    "SEE SLURMCTLD LOG ***\n",
+    "scheduler_rejected": "sbatch: error: Batch job submission failed: Requested node configuration is not available\n",
     "other": tb("ValueError: something nobody has seen before"),
 }
 

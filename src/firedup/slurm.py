@@ -91,7 +91,7 @@ def _seconds(limit: str) -> float | None:
 
 
 def _human(seconds: float) -> str:
-    if seconds < 120:
+    if seconds < 60:
         return f"{seconds:.0f} s"
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
@@ -210,12 +210,17 @@ def _describe(verdict: Verdict, log: Log, follow: Follow) -> None:
     verdict.slurm = {**info.to_dict(), "node": node, "logs": {lg.label: lg.path for lg in follow.logs},
                      "polls": follow.poller.polls}
     if verdict.cause == "time_limit":
-        limit = _seconds(info.time_limit)
-        p = verdict.progress
-        reached = f", {p['desc']} {p['n']}/{p['total']}" if p and p.get("total") else ""
-        what = "the model was still loading" if verdict.phase == "weights" else f"it was still in phase {verdict.phase}"
-        verdict.explanation = (f"{what.capitalize()}{reached}, when the "
-                               f"{_human(limit) if limit else info.time_limit} limit hit. {verdict.explanation}")
+        verdict.explanation = f"{reached(verdict, info.time_limit)} {verdict.explanation}"
+
+
+def reached(verdict: Verdict, time_limit: str) -> str:
+    """How far the start had got when the time limit hit, from the server's own progress."""
+    limit = _seconds(time_limit)
+    p = verdict.progress
+    counted = f", {p['n']}/{p['total']} ({p['desc']})" if p and p.get("total") else ""
+    loading = verdict.phase == "weights" or bool(p and re.search(r"shard|weight|checkpoint", p["desc"], re.I))
+    what = "the model was still loading" if loading else f"it was still in phase {verdict.phase}"
+    return f"{what.capitalize()}{counted}, when the {_human(limit) if limit else time_limit} limit hit."
 
 
 def _check_log_dir(path: Path) -> None:
