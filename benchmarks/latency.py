@@ -13,7 +13,10 @@ and:
 - the watched process exiting → the verdict;
 - a ready line appended to a log on a remote host (an sshd of its own on 127.0.0.1) →
   the verdict of `firedup watch ssh://...`, and how many SSH connections the watch used;
-- CPU used by firedup while it watches a silent server (log + pid) for --idle seconds.
+- CPU used by firedup while it watches a silent server (log + pid) for --idle seconds;
+- with a Slurm cluster running (scripts/slurm-cluster.sh start): a job's server printing its ready
+  line (and answering its health probe) → the verdict of `firedup launch --slurm`, and how many
+  squeue calls firedup made per 2 s.
 
     python benchmarks/latency.py [--trials 50] [--idle 60]
 """
@@ -22,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -167,10 +172,71 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
+# A job's server: health 503 until the trigger file appears, then 200 and the ready line, whose
+# CLOCK_MONOTONIC time it writes down (the job runs on this host: the same clock).
+SLURM_SERVER = """
+import http.server, os, sys, threading, time
+port, trigger, stamp = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+print("INFO 11-29 10:06:01 [api_server.py:1896] vLLM API server version 0.32.0", flush=True)
+ready = threading.Event()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if ready.is_set() else 503); self.end_headers()
+    def log_message(self, *a): pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+while not os.path.exists(trigger): time.sleep(0.01)
+ready.set()
+print("(APIServer pid=6) INFO:     Application startup complete.", flush=True)
+t = time.monotonic()
+open(stamp, "w").write(repr(t))
+time.sleep(600)
+"""
+
+
+def trial_slurm(tmp: Path, i: int) -> tuple[float, float]:
+    """A job's ready line → the verdict, in seconds."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    trigger, stamp = tmp / f"slurm-go-{i}", tmp / f"slurm-stamp-{i}"
+    proc = subprocess.Popen([sys.executable, "-m", "firedup", "launch", "--slurm", "--json", "--name", f"lat{i}",
+                             "--log-dir", str(tmp / "slurm-logs"), "--url", f"http://127.0.0.1:{port}", "--",
+                             sys.executable, "-c", SLURM_SERVER, str(port), str(trigger), str(stamp)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    for line in proc.stdout:
+        if b'"event": "running"' in line:
+            break
+    time.sleep(1.0)
+    trigger.touch()
+    verdict_at = until_verdict(proc)
+    proc.wait()
+    subprocess.run([sys.executable, "-m", "firedup", "stop", f"lat{i}"], capture_output=True)
+    ready_at = float(stamp.read_text())
+    return verdict_at - ready_at
+
+
+def squeue_gaps(tmp: Path) -> list[float]:
+    """Seconds between the squeue calls of a job's watch, stamped by a wrapper first on PATH."""
+    bin_dir = tmp / "count-bin"
+    bin_dir.mkdir(exist_ok=True)
+    count = tmp / "squeue-calls"
+    real = subprocess.run(["sh", "-c", "command -v squeue"], capture_output=True, text=True).stdout.strip()
+    (bin_dir / "squeue").write_text(f"#!/bin/sh\ndate +%s.%N >> {count}\nexec {real} \"$@\"\n")
+    (bin_dir / "squeue").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    subprocess.run([sys.executable, "-m", "firedup", "launch", "--slurm", "--json", "--name", "rate",
+                    "--log-dir", str(tmp / "slurm-logs"), "--stall", "20", "--kill-on-stall", "--", "sleep", "600"],
+                   env=env, capture_output=True)
+    stamps = [float(t) for t in count.read_text().split()]
+    return [b - a for a, b in zip(stamps, stamps[1:])]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=50)
     ap.add_argument("--idle", type=float, default=60.0)
+    ap.add_argument("--slurm-trials", type=int, default=10)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -192,6 +258,10 @@ def main() -> None:
         finally:
             sshd.stop()
         cpu = idle_cpu(tmp, args.idle)
+        slurm = shutil.which("sinfo") and subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
+        if slurm:
+            jobs = [trial_slurm(tmp, i) for i in range(args.slurm_trials)]
+            gaps = squeue_gaps(tmp)
 
     print(f"\n{args.trials} trials each; milliseconds; the log watched alone except for the process exit\n")
     print("| event → verdict | firedup p50 | firedup p99 | 5-second grep loop p50 | grep loop p99 |")
@@ -204,7 +274,13 @@ def main() -> None:
     latencies = [r[0] for r in remote]
     print(f"| ready line appended on a remote host (ssh://, loopback; SGLang's fired-up) | {1000 * pct(latencies, 50):.1f} | "
           f"{1000 * pct(latencies, 99):.1f} | | |")
+    if slurm:
+        print(f"| a Slurm job's ready line (launch --slurm, {len(jobs)} jobs) | {1000 * pct(jobs, 50):.1f} | "
+              f"{1000 * pct(jobs, 99):.1f} | | |")
     print(f"\nSSH connections per remote watch: {sorted({r[1] for r in remote})}")
+    if slurm:
+        print(f"\nsqueue calls while a silent job was watched for 20 s: {len(gaps) + 1}, "
+              f"at least {min(gaps):.2f} s apart (median {statistics.median(gaps):.2f} s)")
     print(f"\nCPU of `firedup watch LOG --pid PID` on a silent server for {args.idle:.0f} s: {cpu:.2f}% of one core")
 
 
