@@ -127,7 +127,7 @@ class Follow:
                     self._route(s)
                 if self.poller.ended:
                     return
-                self.cancel.wait(max(0.0, self.poller._next - time.monotonic()))
+                self.cancel.wait(max(0.0, self.poller.next_at - time.monotonic()))
         except BaseException as e:  # a Slurm command failing: the main thread reports it
             self.error = e
             self.cancel.set()

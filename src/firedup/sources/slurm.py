@@ -34,7 +34,7 @@ NEVER_REASONS = {
 _PER_JOB_LIMIT = re.compile(r"^(?:QOS|Assoc)Max\w*Per(?:Job|Node)\w*$")
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
          "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
-SQUEUE_FORMAT = "%i|%T|%r|%N|%B|%P|%l|%j"
+SQUEUE_FORMAT = "%i|%T|%r|%N|%P|%l|%j"
 SACCT_FIELDS = "JobID,State,ExitCode,DerivedExitCode,NodeList,Elapsed,MaxRSS,Partition"
 # How long sacct may lag behind squeue for a job that just ended.
 SACCT_WAIT = 5.0
@@ -121,11 +121,9 @@ class JobInfo:
     reason: str = ""
     partition: str = ""
     nodes: list[str] = field(default_factory=list)
-    batch_host: str = ""
     time_limit: str = ""
     restarts: int = 0
     queued: float | None = None  # seconds the current attempt waited in the queue
-    stdout: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"job": self.id, "state": self.state, "partition": self.partition, "nodes": self.nodes,
@@ -192,7 +190,7 @@ class JobPoller:
         self.info = JobInfo(job)
         self.every = every
         self.clock = clock
-        self._next = 0.0
+        self.next_at = 0.0
         self._pending_since: float | None = None
         self._ended_at: float | None = None
         self.ended = False
@@ -201,9 +199,9 @@ class JobPoller:
     def poll(self) -> list[Signal]:
         """Signals for what changed since the last poll; [] when it is not time yet."""
         now = self.clock()
-        if self.ended or now < self._next:
+        if self.ended or now < self.next_at:
             return []
-        self._next = now + self.every
+        self.next_at = now + self.every
         self.polls += 1
         row = squeue(self.commands, self.info.id)
         if row is None:  # slurmctld forgot it (MinJobAge passed): sacct knows how it ended
@@ -223,13 +221,11 @@ class JobPoller:
             if info.state in ENDED:  # ended and requeued between two polls
                 out.append(self._requeued(now))
             info.nodes = expand_nodes(row["NODELIST"])
-            info.batch_host = row["EXEC_HOST"]
             if self._pending_since is not None or info.queued is None:
                 info.queued = now - self._pending_since if self._pending_since is not None else 0.0
             self._pending_since = None
             detail = scontrol_job(self.commands, info.id)
             info.restarts = int(detail.get("Restarts") or 0)
-            info.stdout = detail.get("StdOut", "")
             out.append(Signal("running", line=f"slurm: job {info.id} running on {row['NODELIST']}",
                               origin="slurm", data={"nodes": info.nodes, "restarts": info.restarts}))
         info.state, info.reason = state, reason
@@ -267,8 +263,6 @@ class JobPoller:
             job = {"JobID": info.id, "State": row["STATE"] if row else "UNKNOWN", "ExitCode": "0:0",
                    "DerivedExitCode": "0:0", "NodeList": row["NODELIST"] if row else ""}
         state = job["State"].split()[0]
-        if state == "NODE_FAIL" and row is not None and row["STATE"] == "PENDING":
-            return []  # requeued: the next poll follows the new attempt
         self.ended = True
         info.state = state
         text = "|".join(job.get(k, "") for k in ("JobID", "State", "ExitCode", "DerivedExitCode", "NodeList"))
