@@ -101,3 +101,10 @@ def test_changes_compare_like_with_like_and_fit_in_ten_lines():
     assert len(lines) <= 10
     assert lines[0] == "torch 2.8.0 → 2.9.1" and lines[1] == "attention_backend fa3 → triton"
     assert lines[2].startswith("config: 200 key(s) only the last good run printed (setting_0, setting_1,")
+
+
+def test_a_run_without_an_environment_snapshot_is_not_a_list_of_unset_packages():
+    a = {"command": ["transformers", "serve", "m"], "server": "transformers", "version": None, "config": {},
+         "environment": {"packages": {"torch": "2.13.0"}, "env": {"HF_HUB_OFFLINE": "1"}}, "phases": {}}
+    b = {**a, "environment": {}}
+    assert change_lines(notable(diff(a, b))) == ["snapshot taken → missing"]

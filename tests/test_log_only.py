@@ -5,6 +5,7 @@ comes from the log alone, and a fatal exception followed by silence is failed.
 A handled exception that the server survives must not fail it."""
 
 import json
+import socket
 import subprocess
 import sys
 import textwrap
@@ -147,3 +148,60 @@ def test_a_handled_traceback_is_not_failed_when_the_log_is_watched_alone(tmp_pat
         server.kill()
         server.wait()
     assert verdict["outcome"] == "ready", verdict
+
+
+def test_a_server_started_after_the_watch_on_an_existing_log_is_found_as_its_writer(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("")  # left from an earlier run, or touched before the start
+    proc = watch(str(log))
+    assert events_until(proc, "writer")[-1]["pid"] is None
+    with open(log, "wb") as out:  # "> log": the server truncates it and writes
+        server = subprocess.Popen([sys.executable, "-c", "import time; print('starting', flush=True); "
+                                   "time.sleep(1.5); raise SystemExit(3)"], stdout=out)
+    try:
+        writer = events_until(proc, "writer")[-1]
+        verdict, _ = verdict_of(proc)
+    finally:
+        server.kill()
+        server.wait()
+    assert writer["pid"] == server.pid
+    assert verdict["outcome"] == "failed" and verdict["exit_code"] is not None
+
+
+def test_a_log_that_never_appears_says_so(tmp_path):
+    proc = run_cli("watch", "--json", "--stall", "1", str(tmp_path / "no" / "such.log"))
+    verdict = json.loads(proc.stdout.splitlines()[-1])
+    assert verdict["outcome"] == "stalled" and "never appeared" in verdict["notes"][0]
+
+
+LISTENER = textwrap.dedent("""
+    import socket, sys, time
+    host, port = sys.argv[sys.argv.index("--host") + 1], int(sys.argv[sys.argv.index("--port") + 1])
+    s = socket.socket()
+    s.bind((host, port))
+    s.listen()
+    print(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", flush=True)
+    while True:
+        conn, _ = s.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
+        conn.close()
+""")
+
+
+def test_a_port_held_on_another_address_does_not_block_the_launch(tmp_path):
+    script = tmp_path / "serve.py"
+    script.write_text(LISTENER)
+    with socket.socket() as other:
+        other.bind(("127.0.0.2", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        proc = run_cli("launch", "--json", "--name", "beside", "--stall", "20", "--",
+                       sys.executable, str(script), "--host", "127.0.0.1", "--port", str(port))
+        verdict = json.loads(proc.stdout.splitlines()[-1])
+        held = run_cli("launch", "--json", "--name", "same", "--", sys.executable, str(script),
+                       "--host", "127.0.0.1", "--port", str(port))
+    run_cli("stop", "beside")
+    assert verdict["outcome"] == "ready", verdict
+    taken = json.loads(held.stdout.splitlines()[-1])
+    assert taken["cause"] == "port_in_use" and "beside" in taken["evidence"]["line"]

@@ -316,9 +316,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def _remember_watch(ledger: Ledger, target: str, verdict: Verdict) -> None:
     remote = ssh.parse_target(target)
     host = str(remote[0]) if remote else None
-    memory = Memory(ledger, verdict.server, [], host)
-    memory.remember(verdict, kind="watch", name=target, environment=None,
-                    log=target if remote or target == "-" else os.path.abspath(target))
+    log = target if remote or target == "-" else os.path.abspath(target)
+    # A watched log has no command line: runs of the same log are one configuration.
+    memory = Memory(ledger, verdict.server, [], host, identity=["watch", log])
+    memory.remember(verdict, kind="watch", name=target, environment=None, log=log)
 
 
 SEVERITY = ("failed", "stalled", "timeout", "incomplete", "ready")

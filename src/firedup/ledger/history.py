@@ -98,9 +98,13 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     compare("server", {"server": a["server"], "version": a["version"]}, {"server": b["server"], "version": b["version"]})
     compare("config", a["config"], b["config"])
     ea, eb = a.get("environment") or {}, b.get("environment") or {}
-    compare("packages", ea.get("packages", {}), eb.get("packages", {}))
-    compare("gpu", {k: ea.get(k) for k in ("driver", "gpus")}, {k: eb.get(k) for k in ("driver", "gpus")})
-    compare("env", ea.get("env", {}), eb.get("env", {}))
+    if ea and eb:
+        compare("packages", ea.get("packages", {}), eb.get("packages", {}))
+        compare("gpu", {k: ea.get(k) for k in ("driver", "gpus")}, {k: eb.get(k) for k in ("driver", "gpus")})
+        compare("env", ea.get("env", {}), eb.get("env", {}))
+    elif ea or eb:  # a run without a snapshot (nothing started, or it could not be taken) says nothing of these
+        out.append({"section": "environment", "key": "snapshot", "a": "taken" if ea else "missing",
+                    "b": "taken" if eb else "missing"})
     for phase in sorted(set(a["phases"]) | set(b["phases"])):
         pa, pb = a["phases"].get(phase), b["phases"].get(phase)
         if pa is None or pb is None or abs(pa - pb) >= max(1.0, 0.2 * max(pa, pb)):
@@ -113,7 +117,7 @@ MATTERS = ("attention_backend", "attn_implementation", "attention", "dtype", "to
            "quantization", "tp_size", "tensor_parallel_size", "pp_size", "pipeline_parallel_size", "dp_size",
            "mem_fraction_static", "gpu_memory_utilization", "max_model_len", "context_length", "enforce_eager",
            "disable_cuda_graph", "cuda_graph_max_bs", "sampling_backend", "model", "model_path")
-_SECTIONS = ("server", "packages", "gpu", "config", "env", "command")
+_SECTIONS = ("server", "environment", "packages", "gpu", "config", "env", "command")
 # Keys whose value belongs to one run only: where it listened, its seed, its pid.
 _RUN_SPECIFIC = re.compile(r"(?:^|_)(?:port|ports|seed|pid|pids)$|^(?:host|hostname|nccl_port)$", re.I)
 SHOWN = 10

@@ -12,12 +12,15 @@ from .store import Ledger
 
 
 class Memory:
-    def __init__(self, ledger: Ledger, server: str | None, argv: Sequence[str], host: str | None = None):
+    def __init__(self, ledger: Ledger, server: str | None, argv: Sequence[str], host: str | None = None,
+                 identity: Sequence[str] | None = None):
+        """``identity``: what makes runs the same configuration when there is no
+        command line (a watched log: its path), instead of ``argv``."""
         self.ledger = ledger
         self.server = server
         self.argv = list(argv)
         self.host = host
-        self.fingerprint = history.fingerprint(server, argv, host)
+        self.fingerprint = history.fingerprint(server, identity if identity is not None else argv, host)
         past = ledger.find(fingerprint=self.fingerprint, not_kind="bench", limit=history.HISTORY)
         self.usual = history.expected(past)
         self.last_good = next((r for r in past if r["outcome"] == "ready"), None)

@@ -29,6 +29,16 @@ def is_local(host: str) -> bool:
     return all(ip.is_loopback or ip.is_unspecified or str(ip) in mine for ip in ips)
 
 
+def address_of(host: str | None) -> str | None:
+    """The IP address ``host`` names (None: unknown or unresolvable)."""
+    if not host:
+        return None
+    try:
+        return socket.getaddrinfo(host.strip("[]"), None)[0][4][0].split("%")[0]
+    except (OSError, IndexError):
+        return None
+
+
 class Prober:
     def __init__(self, url: str, path: str = "/health", interval: float = 0.5, timeout: float = 2.0,
                  fallback: str | None = "/v1/models", generate: bool = False):

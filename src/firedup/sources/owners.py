@@ -13,6 +13,7 @@ Standard library only, no ``from __future__``: the remote agent runs this file
 too, under the host's own python3 (see ``ssh._agent_source``).
 """
 
+import ipaddress
 import os
 from dataclasses import dataclass
 
@@ -73,16 +74,16 @@ def _writes(pid: int, fd: str) -> bool:
     return False
 
 
-def writers(path: str) -> list[int]:
+def writers(path: str, exclude: set[int] = frozenset()) -> list[int]:
     """The processes that have ``path`` open for writing, outermost first: the
     one whose parent is not itself a writer (a server and the workers that
-    inherited its stdout), then the others."""
+    inherited its stdout), then the others. ``exclude``: processes not to
+    count (the watcher and what started it: a harness writing the log itself)."""
     try:
         target = os.path.realpath(path)
     except OSError:
         return []
-    me = os.getpid()
-    found = [pid for pid in _pids() if pid != me
+    found = [pid for pid in _pids() if pid not in exclude
              and any(link == target and _writes(pid, fd) for fd, link in _fds(pid))]
     return sorted(found, key=lambda pid: (_parent(pid) in found, _started(pid)))
 
@@ -107,8 +108,26 @@ def _started(pid: int | None) -> int:
     return stat[1] if stat else 0
 
 
-def listening_inodes(port: int) -> set[str]:
-    """The inodes of the sockets listening on TCP ``port`` (cheap: two /proc tables)."""
+def _address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """A /proc/net/tcp{,6} address: 32-bit words in host order (little-endian here)."""
+    raw = bytes.fromhex(hex_address)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    ip = ipaddress.ip_address(words)
+    return ip.ipv4_mapped or ip if ip.version == 6 else ip
+
+
+def _reaches(listening: ipaddress.IPv4Address | ipaddress.IPv6Address, address: str | None) -> bool:
+    """Whether a socket listening on ``listening`` takes connections to, or
+    blocks a bind on, ``address`` (None: any address)."""
+    if address is None or listening.is_unspecified:
+        return True
+    target = ipaddress.ip_address(address)
+    return target.is_unspecified or listening == target
+
+
+def listening_inodes(port: int, address: str | None = None) -> set[str]:
+    """The inodes of the sockets listening on TCP ``port`` (on ``address`` or a
+    wildcard, when given): cheap, two /proc tables."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -116,17 +135,21 @@ def listening_inodes(port: int) -> set[str]:
                 next(f, None)
                 for row in f:
                     cols = row.split()
-                    if len(cols) > 9 and cols[3] == _LISTEN and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    if len(cols) <= 9 or cols[3] != _LISTEN:
+                        continue
+                    host, _, hex_port = cols[1].rpartition(":")
+                    if int(hex_port, 16) == port and _reaches(_address(host), address):
                         inodes.add(cols[9])
         except OSError:
             continue
     return inodes
 
 
-def listeners(port: int) -> list[Holder]:
-    """Who listens on TCP ``port`` in this network namespace ([] if nobody),
-    outermost process first (workers inherit the socket)."""
-    inodes = listening_inodes(port)
+def listeners(port: int, address: str | None = None) -> list[Holder]:
+    """Who listens on TCP ``port`` (on ``address`` or a wildcard) in this
+    network namespace ([] if nobody), outermost process first (workers
+    inherit the socket)."""
+    inodes = listening_inodes(port, address)
     if not inodes:
         return []
     sockets = {f"socket:[{inode}]": inode for inode in inodes}
@@ -167,7 +190,8 @@ def lineage(pid: int) -> set[int]:
     return out
 
 
-def ownership(port: int, pid: int | None, before: set[str] | None = None) -> tuple[str, list[Holder]]:
+def ownership(port: int, pid: int | None, before: set[str] | None = None,
+              address: str | None = None) -> tuple[str, list[Holder]]:
     """Whose is the server answering on ``port``, for the process tree of ``pid``:
 
     - ``tree``: a listening socket belongs to the tree;
@@ -178,7 +202,7 @@ def ownership(port: int, pid: int | None, before: set[str] | None = None) -> tup
       container), or one outside the tree appeared after the start (a
       container runtime's proxy), which cannot be told from the server's own.
     """
-    holders = listeners(port)
+    holders = listeners(port, address)
     if pid is None or not holders:
         return "unknown", holders
     ours = tree(pid)

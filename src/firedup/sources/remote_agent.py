@@ -24,6 +24,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -96,10 +97,22 @@ def probe(url):
 
 
 def port_of(url):
+    """The URL's port and the IP address its host names (None, None if unknown)."""
     try:
-        return urllib.parse.urlsplit(url).port
-    except ValueError:
-        return None
+        parts = urllib.parse.urlsplit(url)
+        return parts.port, socket.getaddrinfo(parts.hostname, None)[0][4][0].split("%")[0]
+    except (ValueError, OSError, IndexError, TypeError):
+        return None, None
+
+
+def find_writer(path, report):
+    """The outermost process writing the log, reported to firedup (a W record);
+    a search that finds none is reported only when ``report``."""
+    found = writers(path)  # noqa: F821 - owners.py is sent before this file
+    pid = found[0] if found else None
+    if pid or report:
+        emit("W", json.dumps({"pid": pid, "command": command_of(pid)} if pid else {}))  # noqa: F821
+    return pid
 
 
 def stop(pgid, grace):
@@ -120,10 +133,10 @@ def main():
     pid, child = args.get("pid"), None
     if args.get("snapshot"):
         emit("V", json.dumps(snapshot(args["snapshot"])))  # noqa: F821 - defined by environment.py, sent first
-    port = port_of(args["url"]) if args.get("url") else None
+    port, address = port_of(args["url"]) if args.get("url") else (None, None)
     before, owners_seen = None, {}
     if args.get("launch"):
-        holders = listeners(port) if port else []  # noqa: F821 - owners.py is sent before this file
+        holders = listeners(port, address) if port else []  # noqa: F821 - owners.py is sent before this file
         if holders and args.get("port_check", True):
             emit("B", json.dumps({"port": port, "holders": [h.describe() for h in holders]}))
             return 0
@@ -135,7 +148,7 @@ def main():
                                      start_new_session=True, cwd=os.path.expanduser("~"))
         pid = child.pid
         emit("S", str(pid))
-    f, last_sample, last_probe, last_beat = None, 0.0, 0.0, 0.0
+    f, last_sample, last_probe, last_beat, empty = None, 0.0, 0.0, 0.0, False
     exit_code = None
     while True:
         now = time.time()
@@ -150,9 +163,8 @@ def main():
                 offset = f.tell()
                 emit("O", f"{inode} {offset}")
                 if not pid and not args.get("launch"):
-                    found = writers(path)  # noqa: F821 - owners.py is sent before this file
-                    pid = found[0] if found else None
-                    emit("W", json.dumps({"pid": pid, "command": command_of(pid)} if pid else {}))  # noqa: F821
+                    pid = find_writer(path, report=True)
+                    empty = st.st_size == 0
             except FileNotFoundError:
                 pass
             except OSError as e:  # permission denied, a directory, ...
@@ -177,6 +189,9 @@ def main():
                     emit("O", f"{inode} 0")
             except FileNotFoundError:
                 pass
+        if not pid and empty and offset > 0:  # a server started with "> log" after the agent opened it
+            empty = False
+            pid = find_writer(path, report=False)
         if pid and exit_code is None and now - last_sample >= 1.0:
             last_sample = now
             emit("P", json.dumps(sample(pid)))
@@ -192,9 +207,9 @@ def main():
             last_probe = now
             result = {"status": probe(args["url"])}
             if result["status"] is not None and port:
-                key = frozenset(listening_inodes(port))  # noqa: F821 - owners.py is sent before this file
+                key = frozenset(listening_inodes(port, address))  # noqa: F821 - owners.py is sent before this file
                 if key not in owners_seen:  # the fds of every process are read once per set of sockets
-                    owner, holders = ownership(port, pid, before)  # noqa: F821
+                    owner, holders = ownership(port, pid, before, address)  # noqa: F821
                     owners_seen[key] = {"owner": owner, "holder": ", ".join(h.describe() for h in holders) or None}
                 result.update(owners_seen[key])
             emit("H", json.dumps(result))
