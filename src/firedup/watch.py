@@ -205,6 +205,8 @@ class Watch:
         none is found whenever the log starts over: a new file, a truncation,
         or the first bytes of a log that was empty (a server started with
         ``> log`` after the watch)."""
+        if not self._find_writer:
+            return
         try:
             st = os.stat(self.follower.path)
         except OSError:
