@@ -2,7 +2,8 @@
 
 A pack lists, in priority order, rules of these kinds: ``ready``, ``phase``,
 ``progress``, ``heartbeat``, ``fatal``, ``cause``, ``benign``, ``config``,
-``stopping`` (the server says it is shutting down). Any rule may also move the
+``stopping`` (the server says it is shutting down), ``stopped`` (it was
+stopped from outside: a signal, Ctrl-C). Any rule may also move the
 phase (``phase = "weights"``); a ready rule may say that the server prints it
 before it binds its port (``before_bind = true``). Packs of server families
 come before ``generic``, so that a family's reading of a line (a benign
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
-KINDS = ("ready", "phase", "progress", "heartbeat", "fatal", "cause", "benign", "config", "stopping")
+KINDS = ("ready", "phase", "progress", "heartbeat", "fatal", "cause", "benign", "config", "stopping", "stopped")
 CAUSES = (
     "cuda_oom", "host_oom", "kv_cache_too_small", "cudnn_version", "arch_unsupported",
     "driver_mismatch", "gpu_unavailable", "undefined_symbol", "version_mismatch",
