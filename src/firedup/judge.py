@@ -63,8 +63,11 @@ from typing import Any
 from .rules import PHASES
 from .signals import Signal
 
-# Causes that say how a process died rather than why (see _failed).
-WEAK_CAUSES = (None, "worker_died", "segfault", "other")
+def _weak(s: Signal | None) -> bool:
+    """Whether a signal names no root cause: none, ``other``, or a consequence
+    (a rule that says how a process died, not why: see _failed)."""
+    rule = s.cause_rule if s is not None else None
+    return rule is None or rule.cause == "other" or rule.consequence
 MAX_BENIGN = 50
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
@@ -125,7 +128,7 @@ def _score(s: Signal) -> int:
     (the tiers of the policy in this module's docstring)."""
     if s.cause == "missing_module":
         return 3
-    if s.cause not in WEAK_CAUSES:
+    if not _weak(s):
         return 4
     if s.kind == "exception" or s.cause:
         return 2
@@ -383,11 +386,11 @@ class Judge:
         best = max(candidates, key=_score)  # max keeps the first of equals: the root
         rule = best.cause_rule
         evidence = best
-        if best.cause in WEAK_CAUSES:
+        if _weak(best):
             context = self._context_cause(best)
-            if context is not None and (best.cause is None or context.cause not in WEAK_CAUSES):
+            if context is not None and (_score(best) <= 1 or not _weak(context)):
                 rule = context.cause_rule
-                if _score(best) <= 1 or (best.kind != "exception" and context.cause not in WEAK_CAUSES):
+                if _score(best) <= 1 or best.kind != "exception":
                     evidence = context
         if rule is None or rule.cause is None:
             return self._verdict("failed", now, self._evidence_of(evidence), cause="other",
@@ -396,11 +399,19 @@ class Judge:
                              explanation=rule.explanation, remedy=rule.remedy)
 
     def _context_cause(self, best: Signal) -> Signal | None:
+        """The cause line nearest before the root (else the first after it),
+        one naming a root cause first; of lines naming that cause just before
+        it, the first (an NCCL watchdog, then the abort that quotes it)."""
         before = [c for c in self.causes if best.lineno - CONTEXT_LINES <= c.lineno <= best.lineno]
-        if before:
-            return before[-1]
         after = [c for c in self.causes if c.lineno > best.lineno]
-        return after[0] if after else None
+        near = [*reversed(before), *after]
+        found = next((c for c in near if not _weak(c)), near[0] if near else None)
+        if found is not None and found in before:
+            for c in reversed(before[:before.index(found)]):
+                if c.cause != found.cause:
+                    break
+                found = c
+        return found
 
     def _last_line(self) -> dict[str, Any] | None:
         return self._evidence_of(self.last_line) if self.last_line else None

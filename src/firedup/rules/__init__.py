@@ -50,6 +50,9 @@ class Rule:
     format: str | None = None  # how a config rule's "body" group is written
     start: bool = False  # the line a server prints once when it starts
     before_bind: bool = False  # a ready line printed before the port is bound
+    # The cause says how a process died, not why (an abort, a SIGKILL, a dead
+    # worker): an earlier error, or a cause line nearby, is the root.
+    consequence: bool = False
     examples: tuple[str, ...] = ()
 
 
@@ -94,7 +97,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         rid = raw.get("id") or f"{name}#{i}"
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
-                              "phase", "format", "start", "before_bind", "examples"}
+                              "phase", "format", "start", "before_bind", "consequence", "examples"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -123,6 +126,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             index=start_index + i, cause=cause, explanation=raw.get("explanation", "").strip(),
             remedy=raw.get("remedy", "").strip(), phase=phase, format=fmt,
             start=bool(raw.get("start", False)), before_bind=bool(raw.get("before_bind", False)),
+            consequence=bool(raw.get("consequence", False)),
             examples=examples,
         ))
     return Pack(
