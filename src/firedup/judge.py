@@ -380,6 +380,10 @@ class Judge:
 
     def _failed(self, now: float) -> Verdict:
         candidates = self.candidates or self.after_ready
+        if self.ready is not None and self.fatal:
+            # a crash while serving: the errors logged just before its fatal line are its own
+            first = self.candidates[0].lineno
+            candidates = [s for s in self.after_ready if first - CONTEXT_LINES <= s.lineno < first] + candidates
         if not candidates:
             return self._verdict("failed", now, self._last_line(), cause="other",
                                  explanation=EXIT_EXPLANATION, remedy=EXIT_REMEDY)
