@@ -13,6 +13,8 @@ from .conftest import FIXTURES, corpus_logs, needs_corpus, run_cli
 EXIT = {"ready": 0, "failed": 1, "stalled": 3, "incomplete": 5}
 LOGS = corpus_logs()
 REPORTED = sorted(p for p in (FIXTURES / "reported").glob("*.log") if p.with_suffix(".json").exists())
+KNOWN_MISSES = {line for line in (FIXTURES / "reported" / "known-misses.txt").read_text().split("\n")
+                if line and not line.startswith("#")}
 
 
 @needs_corpus()
@@ -21,9 +23,15 @@ def test_corpus_log(log):
     check(log)
 
 
-@pytest.mark.parametrize("log", REPORTED, ids=[p.stem for p in REPORTED])
+@pytest.mark.parametrize("log", [
+    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="known miss")) if p.stem in KNOWN_MISSES else p
+    for p in REPORTED], ids=[p.stem for p in REPORTED])
 def test_reported_log(log):
     check(log)
+
+
+def test_known_misses_are_reported_logs():
+    assert KNOWN_MISSES <= {p.stem for p in REPORTED}
 
 
 def check(log):
