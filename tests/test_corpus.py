@@ -1,4 +1,6 @@
-"""Every labelled real log in the shared corpus, run through `firedup diagnose --json`."""
+"""Every labelled real log, run through `firedup diagnose --json`: the shared
+corpus beside this clone, and the logs users posted publicly that this repo
+keeps (tests/fixtures/reported, each with the source it came from)."""
 
 import json
 
@@ -6,15 +8,33 @@ import pytest
 
 from firedup.lines import clean
 
-from .conftest import corpus_logs, needs_corpus, run_cli
+from .conftest import FIXTURES, corpus_logs, needs_corpus, run_cli
 
 EXIT = {"ready": 0, "failed": 1, "stalled": 3, "incomplete": 5}
 LOGS = corpus_logs()
+REPORTED = sorted(p for p in (FIXTURES / "reported").glob("*.log") if p.with_suffix(".json").exists())
+KNOWN_MISSES = {line for line in (FIXTURES / "reported" / "known-misses.txt").read_text().split("\n")
+                if line and not line.startswith("#")}
 
 
 @needs_corpus()
 @pytest.mark.parametrize("log", LOGS, ids=[p.stem for p in LOGS])
 def test_corpus_log(log):
+    check(log)
+
+
+@pytest.mark.parametrize("log", [
+    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="known miss")) if p.stem in KNOWN_MISSES else p
+    for p in REPORTED], ids=[p.stem for p in REPORTED])
+def test_reported_log(log):
+    check(log)
+
+
+def test_known_misses_are_reported_logs():
+    assert KNOWN_MISSES <= {p.stem for p in REPORTED}
+
+
+def check(log):
     label = json.loads(log.with_suffix(".json").read_text())
     proc = run_cli("diagnose", "--json", str(log))
     assert proc.stderr == b""
@@ -43,3 +63,13 @@ def test_corpus_log(log):
 @needs_corpus()
 def test_corpus_is_not_empty():
     assert len(LOGS) >= 20
+
+
+def test_reported_corpus():
+    """Enough logs, each with a public source and a date (the held-out split sorts by it)."""
+    assert len(REPORTED) >= 250
+    for log in REPORTED:
+        label = json.loads(log.with_suffix(".json").read_text())
+        assert label["source"].startswith("https://"), log.name
+        assert label["date"] and label["server"] in {"vllm", "sglang", "llamacpp", "tgi", "trtllm", "lmdeploy"}
+        assert label["outcome"] in ("ready", "failed", "hung"), log.name

@@ -370,3 +370,106 @@ def test_a_health_200_whose_owner_cannot_be_checked_is_ready_with_a_note():
     mine = Run(server="vllm", confirm=2.0)
     mine.judge.feed(probe(200, ready=True, owner="tree"), 1)
     assert mine.judge.decide(1).notes == []
+
+
+# -- the root-cause policy (judge.py's docstring) ----------------------------
+
+def _failed(text: str, server=None):
+    run = Run(server=server)
+    run.log(text)
+    v = run.finish()
+    assert v.outcome == "failed"
+    return v
+
+
+def test_a_chained_import_failure_names_the_import_that_explains_the_fallback():
+    v = _failed(
+        "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\n"
+        "ModuleNotFoundError: No module named 'common_ops'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n"
+        "ImportError: /x/sgl_kernel/sm100/common_ops.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEab\n")
+    assert v.cause == "undefined_symbol"
+    assert v.evidence["line"].startswith("ImportError: /x/sgl_kernel")
+    v = _failed(
+        "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\n"
+        "ModuleNotFoundError: No module named 'common_ops'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n"
+        "ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory\n")
+    assert v.cause == "missing_shared_lib"
+
+
+def test_a_message_several_ranks_repeat_is_evidenced_by_its_first_copy():
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    v = _failed(f"[rank0]: {oom}\n[rank1]: {oom}\n[rank0]: RuntimeError: NCCL error: unhandled system error\n")
+    assert v.cause == "cuda_oom" and v.evidence["lineno"] == 1
+
+
+def test_a_cpp_abort_after_a_python_error_is_that_error():
+    v = _failed("RuntimeError: CUDA error: device-side assert triggered\n"
+                "terminate called after throwing an instance of 'c10::Error'\n"
+                "  what():  CUDA error: device-side assert triggered\nAborted (core dumped)\n")
+    assert v.cause == "other"
+    assert v.evidence["line"] == "RuntimeError: CUDA error: device-side assert triggered"
+
+
+def test_a_cpp_abort_after_an_nccl_watchdog_is_nccl():
+    watchdog = ("[rank1]:[E219 08:58:31.000000000 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.")
+    v = _failed(watchdog + "\nterminate called after throwing an instance of 'c10::DistBackendError'\n"
+                "Fatal Python error: Aborted\n")
+    assert v.cause == "nccl" and v.evidence["line"] == watchdog
+
+
+def test_an_abort_alone_is_a_segfault():
+    v = _failed("loading\nterminate called after throwing an instance of 'std::runtime_error'\n")
+    assert v.cause == "segfault"
+
+
+def test_a_subprocess_exit_notice_after_its_own_traceback_is_that_traceback():
+    v = _failed("[2025-01-01 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                "  File \"s.py\", line 1, in run\n"
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB\n"
+                "[2025-01-01 00:00:01] Subprocess scheduler_0 crashed with exit code -6\n", server="sglang")
+    assert v.cause == "cuda_oom" and v.evidence["line"].startswith("torch.OutOfMemoryError")
+
+
+def test_a_subprocess_exit_notice_alone_is_worker_died_with_that_line():
+    v = _failed("[2025-01-01 00:00:00] Load weight begin.\n"
+                "[2025-01-01 00:00:01] Subprocess scheduler_0 crashed with exit code -6\n", server="sglang")
+    assert v.cause == "worker_died"
+    assert v.evidence["line"].endswith("crashed with exit code -6")
+
+
+def test_a_shell_kill_after_an_error_is_not_the_cause():
+    v = _failed("[rank0]: RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered\nKilled\n")
+    assert v.cause == "other" and v.evidence["lineno"] == 1
+
+
+def test_a_stop_from_outside_after_ready_is_ready():
+    run = Run()
+    run.log(VLLM_START + VLLM_READY)
+    run.log("(APIServer pid=1) KeyboardInterrupt: terminated\n"
+            "ERROR 04-11 09:53:58 [multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 338 died, exit code: -15\n"
+            "terminate called after throwing an instance of 'std::runtime_error'\n")
+    assert run.finish().outcome == "ready"
+
+
+def test_a_stop_from_outside_before_ready_is_incomplete():
+    run = Run()
+    run.log(VLLM_START + "INFO 05-26 18:56:23 [ray_utils.py:233] Waiting for creating a placement group\n"
+            "ERROR 05-26 18:58:11 [engine.py:448] SystemExit: 15\n"
+            "Traceback (most recent call last):\n  File \"e.py\", line 1, in run\nKeyboardInterrupt\n")
+    assert run.finish().outcome == "incomplete"
+
+
+def test_a_crash_after_ready_is_failed_with_how_long_it_had_been_ready():
+    run = Run()
+    run.log(VLLM_START + VLLM_READY, at=1)
+    run.log("(EngineCore_DP0 pid=2) ERROR 11-01 12:31:40 [core.py:781] EngineCore encountered a fatal error.\n"
+            "(EngineCore_DP0 pid=2) ERROR 11-01 12:31:40 [core.py:781] torch.AcceleratorError: CUDA error: "
+            "device-side assert triggered\n", at=60)
+    v = run.judge.finish(60)
+    assert v.outcome == "failed" and v.phase == "serving"
+    assert "ready (at line 2) 2 lines and 59 s before it failed" in v.notes[0]

@@ -24,7 +24,7 @@ BLOCK_LINES = 500
 
 _PREFILTERS: dict[tuple[int, bool, bool], Prefilter] = {}
 # Once a server is ready only these can still change the verdict or explain it.
-_AFTER_READY = ("fatal", "cause", "benign")
+_AFTER_READY = ("fatal", "cause", "benign", "stopped")
 # Lines at these levels, outside a traceback and not heartbeats or shutdown
 # lines, show a server going on after an exception it logged.
 _CALM_LEVELS = ("INFO", "DEBUG")

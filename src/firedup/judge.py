@@ -26,7 +26,33 @@ Rules for the outcome:
 - a health 200 from a port held by a process outside the server's tree is not
   ready: it is someone else's server;
 - ``stalled`` needs a stall window with no progress evidence: a new phase,
-  progress that moves, log lines that are not heartbeats, probe evidence.
+  progress that moves, log lines that are not heartbeats, probe evidence;
+- a stop from outside (a ``stopped`` line: SIGTERM, SIGINT, Ctrl-C, exit code
+  -15 or 143) is no failure: the errors that follow it are the stop's. After
+  ready the outcome stays ``ready``; before ready, with no failure before the
+  stop, the run never got there (``incomplete``, or ``stalled`` live). A real
+  crash after ready (an abort, a device assert, a dead engine: a ``fatal``
+  line) is ``failed``, with a note of how long the server had been ready.
+
+Root cause (``_failed``): of the failure lines of the run (fatal lines,
+exception lines, tracebacks cut short), in log order, the root is
+1. the first that names a root cause: any cause but the ones below;
+2. else the first ``missing_module``: a module that failed to import is often a
+   fallback whose own ImportError (an undefined symbol, a missing library) is
+   the cause, later in the chain;
+3. else the first error message: an exception naming no cause, or a line
+   naming a consequence (``segfault``: an abort is how C++ ends on an uncaught
+   error, ``terminate called ...`` after a Python or NCCL error;
+   ``worker_died``: a process reporting another's death, often after that
+   process's own traceback; ``other``);
+4. else the first fatal line naming no cause ("Engine core initialization
+   failed"), else the first traceback cut off before its exception.
+"First" makes the first copy of a message repeated by several ranks the
+evidence, and the root of a chain of exceptions (``raise ... from``) its
+first. When the root names no root cause, the nearest cause line before it
+(within CONTEXT_LINES), or else the first after it, names the cause (an NCCL
+watchdog line that a ``terminate called`` follows); it is the evidence too
+unless the root is an exception, whose own line is then the evidence.
 """
 
 from __future__ import annotations
@@ -37,7 +63,11 @@ from typing import Any
 from .rules import PHASES
 from .signals import Signal
 
-WEAK_CAUSES = (None, "worker_died", "other")
+def _weak(s: Signal | None) -> bool:
+    """Whether a signal names no root cause: none, ``other``, or a consequence
+    (a rule that says how a process died, not why: see _failed)."""
+    rule = s.cause_rule if s is not None else None
+    return rule is None or rule.cause == "other" or rule.consequence
 MAX_BENIGN = 50
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
@@ -95,9 +125,12 @@ class Verdict:
 
 
 def _score(s: Signal) -> int:
-    """How well a failure signal proves the failure and names its cause."""
-    if s.cause not in WEAK_CAUSES:
+    """How well a failure signal proves the failure and names its root cause
+    (the tiers of the policy in this module's docstring)."""
+    if s.cause == "missing_module":
         return 3
+    if not _weak(s):
+        return 4
     if s.kind == "exception" or s.cause:
         return 2
     if s.kind == "fatal":
@@ -153,6 +186,7 @@ class Judge:
         self.last_line_at = now
         self._calm_lineno = 0  # the last line that showed the server going on
         self._stopping = False  # a shutdown line came after an exception
+        self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
 
     # -- input ---------------------------------------------------------------
@@ -172,6 +206,12 @@ class Judge:
         if kind == "stopping":
             self._stopping = self._stopping or bool(self.candidates)
             return
+        if kind == "stopped":
+            if self.stopped is None and not self.fatal and not (self.ready is None and self.candidates):
+                self.stopped = s
+            return
+        if self.stopped is not None and kind in ("fatal", "exception", "traceback"):
+            return  # the stop's own noise: interrupted calls, children ending
         if kind == "detect":
             self.server = self.server or s.data["server"]
             return
@@ -288,8 +328,10 @@ class Judge:
                 return self._failed(now)
             return None  # the lines that name the cause usually follow within the burst
         if self.exit_code is not None:
-            if self.ready is not None and self.exit_code == 0:
+            if self.ready is not None and (self.exit_code == 0 or self.stopped is not None):
                 return None
+            if self.stopped is not None:
+                return self._verdict("stalled", now, self._evidence_of(self.stopped))
             return self._failed(now)
         if self.ready is not None:
             if self._ready_confirmed(now):
@@ -322,7 +364,7 @@ class Judge:
         return min(times) if times else None
 
     def _cause_named(self) -> bool:
-        return any(_score(c) == 3 for c in self.candidates or self.after_ready)
+        return any(_score(c) >= 3 for c in self.candidates or self.after_ready)
 
     def _settles(self, ready: Signal) -> bool:
         return ready.rule is not None and ready.rule.before_bind
@@ -345,7 +387,8 @@ class Judge:
 
     def finish(self, now: float = 0.0) -> Verdict:
         """The verdict on a finished log: no more lines will come."""
-        if self.fatal or self.candidates or (self.exit_code not in (None, 0) and self.ready is None):
+        if self.fatal or self.candidates or (self.exit_code not in (None, 0) and self.ready is None
+                                             and self.stopped is None):
             return self._failed(now)
         if self.ready is not None:
             return self._verdict("ready", now, self._evidence_of(self.ready))
@@ -353,17 +396,21 @@ class Judge:
 
     def _failed(self, now: float) -> Verdict:
         candidates = self.candidates or self.after_ready
+        if self.ready is not None and self.fatal:
+            # a crash while serving: the errors logged just before its fatal line are its own
+            first = self.candidates[0].lineno
+            candidates = [s for s in self.after_ready if first - CONTEXT_LINES <= s.lineno < first] + candidates
         if not candidates:
             return self._verdict("failed", now, self._last_line(), cause="other",
                                  explanation=EXIT_EXPLANATION, remedy=EXIT_REMEDY)
         best = max(candidates, key=_score)  # max keeps the first of equals: the root
         rule = best.cause_rule
         evidence = best
-        if best.cause in WEAK_CAUSES:
+        if _weak(best):
             context = self._context_cause(best)
-            if context is not None:
+            if context is not None and (_score(best) <= 1 or not _weak(context)):
                 rule = context.cause_rule
-                if _score(best) <= 1:
+                if _score(best) <= 1 or best.kind != "exception":
                     evidence = context
         if rule is None or rule.cause is None:
             return self._verdict("failed", now, self._evidence_of(evidence), cause="other",
@@ -372,11 +419,19 @@ class Judge:
                              explanation=rule.explanation, remedy=rule.remedy)
 
     def _context_cause(self, best: Signal) -> Signal | None:
+        """The cause line nearest before the root (else the first after it),
+        one naming a root cause first; of lines naming that cause just before
+        it, the first (an NCCL watchdog, then the abort that quotes it)."""
         before = [c for c in self.causes if best.lineno - CONTEXT_LINES <= c.lineno <= best.lineno]
-        if before:
-            return before[-1]
         after = [c for c in self.causes if c.lineno > best.lineno]
-        return after[0] if after else None
+        near = [*reversed(before), *after]
+        found = next((c for c in near if not _weak(c)), near[0] if near else None)
+        if found is not None and found in before:
+            for c in reversed(before[:before.index(found)]):
+                if c.cause != found.cause:
+                    break
+                found = c
+        return found
 
     def _last_line(self) -> dict[str, Any] | None:
         return self._evidence_of(self.last_line) if self.last_line else None
@@ -397,10 +452,17 @@ class Judge:
             outcome=outcome, cause=cause, server=self.server, phase=phase, evidence=evidence,
             explanation=explanation, remedy=remedy, progress=self.progress, config=dict(self.config),
             benign=list(self.benign), version=self.version, elapsed=now - self.started,
-            phases=phases, exit_code=self.exit_code, notes=self._notes(outcome),
+            phases=phases, exit_code=self.exit_code, notes=self._notes(outcome, now, evidence),
         )
 
-    def _notes(self, outcome: str) -> list[str]:
+    def _notes(self, outcome: str, now: float, evidence: dict[str, Any] | None) -> list[str]:
+        if outcome == "failed" and self.ready is not None:
+            where = f"line {self.ready.lineno}" if self.ready.lineno else "its health check"
+            lines = (evidence or {}).get("lineno", 0) - self.ready.lineno
+            took = [f"{lines} lines"] if self.ready.lineno and lines > 0 else []
+            took += [f"{now - self.ready_at:.0f} s"] if now > self.ready_at else []
+            return [f"the server was ready (at {where}) {' and '.join(took) or 'just'} before it failed: "
+                    "a crash while serving, not at start-up"]
         if outcome == "ready" and self.owner == "unknown":
             return ["the health endpoint answered, but whose port it is could not be checked "
                     "(another host, network namespace or container): the listening socket is not in this machine's view"]

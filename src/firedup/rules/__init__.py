@@ -2,7 +2,8 @@
 
 A pack lists, in priority order, rules of these kinds: ``ready``, ``phase``,
 ``progress``, ``heartbeat``, ``fatal``, ``cause``, ``benign``, ``config``,
-``stopping`` (the server says it is shutting down). Any rule may also move the
+``stopping`` (the server says it is shutting down), ``stopped`` (it was
+stopped from outside: a signal, Ctrl-C). Any rule may also move the
 phase (``phase = "weights"``); a ready rule may say that the server prints it
 before it binds its port (``before_bind = true``). Packs of server families
 come before ``generic``, so that a family's reading of a line (a benign
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
-KINDS = ("ready", "phase", "progress", "heartbeat", "fatal", "cause", "benign", "config", "stopping")
+KINDS = ("ready", "phase", "progress", "heartbeat", "fatal", "cause", "benign", "config", "stopping", "stopped")
 CAUSES = (
     "cuda_oom", "host_oom", "kv_cache_too_small", "cudnn_version", "arch_unsupported",
     "driver_mismatch", "gpu_unavailable", "undefined_symbol", "version_mismatch",
@@ -51,6 +52,9 @@ class Rule:
     format: str | None = None  # how a config rule's "body" group is written
     start: bool = False  # the line a server prints once when it starts
     before_bind: bool = False  # a ready line printed before the port is bound
+    # The cause says how a process died, not why (an abort, a SIGKILL, a dead
+    # worker): an earlier error, or a cause line nearby, is the root.
+    consequence: bool = False
     examples: tuple[str, ...] = ()
 
 
@@ -95,7 +99,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         rid = raw.get("id") or f"{name}#{i}"
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
-                              "phase", "format", "start", "before_bind", "examples"}
+                              "phase", "format", "start", "before_bind", "consequence", "examples"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -124,6 +128,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             index=start_index + i, cause=cause, explanation=raw.get("explanation", "").strip(),
             remedy=raw.get("remedy", "").strip(), phase=phase, format=fmt,
             start=bool(raw.get("start", False)), before_bind=bool(raw.get("before_bind", False)),
+            consequence=bool(raw.get("consequence", False)),
             examples=examples,
         ))
     return Pack(

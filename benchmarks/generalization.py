@@ -1,0 +1,156 @@
+"""How well the rules read real logs they were not written against.
+
+The reported corpus (tests/fixtures/reported/*.log with a .json label) is
+sorted by the date each log was posted; the newest quarter is held out: rules
+are fixed against the older three quarters only, and the held-out quarter
+measures how the fixes generalize. Each --rules-from revision's rules (and
+code) read the corpus of the working tree, so the same logs are measured with
+the rules as they were at that revision:
+
+    python benchmarks/generalization.py --rules-from 9bd04e9 --rules-from WORKTREE
+    python benchmarks/generalization.py --rules-from WORKTREE --set older --misses
+
+prints a markdown table (or, with --misses, the logs where the rules and the
+label differ).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from io import BytesIO
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "fixtures" / "reported"
+WORKTREE = "WORKTREE"
+
+# Run in a child whose firedup is the revision's: prints one verdict a line.
+DRIVER = """
+import json, sys
+from firedup.diagnose import diagnose
+from firedup.lines import clean
+for path in sys.argv[1:]:
+    v = diagnose(path).to_dict()
+    print(json.dumps({"path": path, "outcome": v["outcome"], "cause": v["cause"],
+                      "evidence": v["evidence"], "benign": [b["line"] for b in v["benign"]]}))
+"""
+
+
+def labelled(corpus: Path) -> list[tuple[Path, dict]]:
+    """Every labelled log, oldest first (by posting date, then name)."""
+    pairs = [(p, json.loads(p.with_suffix(".json").read_text())) for p in corpus.glob("*.log")
+             if p.with_suffix(".json").exists()]
+    return sorted(pairs, key=lambda pair: (pair[1]["date"], pair[0].name))
+
+
+def split(pairs: list) -> dict[str, list]:
+    cut = len(pairs) * 3 // 4
+    return {"held-out": pairs[cut:], "older": pairs[:cut], "all": pairs}
+
+
+def verdicts(rev: str, logs: list[Path]) -> dict[str, dict]:
+    """Each log's verdict by the rules and code of a git revision (or the working tree)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        if rev == WORKTREE:
+            src = ROOT / "src"
+        else:
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"],
+                                     capture_output=True, check=True).stdout
+            with tarfile.open(fileobj=BytesIO(archive)) as tar:
+                tar.extractall(tmp, filter="data")
+            src = Path(tmp) / "src"
+        env = {**os.environ, "PYTHONPATH": str(src), "FIREDUP_LEDGER": str(Path(tmp) / "ledger.db")}
+        out = subprocess.run([sys.executable, "-c", DRIVER, *map(str, logs)], env=env,
+                             capture_output=True, text=True, check=True).stdout
+    return {v["path"]: v for v in map(json.loads, out.splitlines())}
+
+
+def misses(label: dict, got: dict) -> list[str]:
+    """What the verdict gets wrong, against the label (empty: it agrees)."""
+    from firedup.lines import clean
+
+    out = []
+    want = ("stalled", "incomplete") if label["outcome"] == "hung" else (label["outcome"],)
+    if got["outcome"] not in want:
+        out.append(f"outcome {got['outcome']} (label {label['outcome']})")
+    elif label["outcome"] == "failed" and got["cause"] != label["cause"]:
+        out.append(f"cause {got['cause']} (label {label['cause']})")
+    line = (got["evidence"] or {}).get("line")
+    if line != clean(label["evidence_line"]):
+        out.append(f"evidence {line!r}")
+    return out
+
+
+def score(pairs: list, got: dict[str, dict]) -> dict[str, tuple[int, int]]:
+    from firedup.lines import clean
+
+    rows = {"outcome": [0, 0], "cause of failed logs": [0, 0], "evidence line": [0, 0],
+            "ready logs called failed": [0, 0]}
+    for path, label in pairs:
+        v = got[str(path)]
+        want = ("stalled", "incomplete") if label["outcome"] == "hung" else (label["outcome"],)
+        rows["outcome"][0] += v["outcome"] in want
+        rows["outcome"][1] += 1
+        if label["outcome"] == "failed":
+            rows["cause of failed logs"][0] += v["outcome"] == "failed" and v["cause"] == label["cause"]
+            rows["cause of failed logs"][1] += 1
+        rows["evidence line"][0] += (v["evidence"] or {}).get("line") == clean(label["evidence_line"])
+        rows["evidence line"][1] += 1
+        if label["outcome"] == "ready":
+            rows["ready logs called failed"][0] += v["outcome"] == "failed"
+            rows["ready logs called failed"][1] += 1
+    return {k: tuple(v) for k, v in rows.items()}
+
+
+def cell(hit: int, n: int, *, bad: bool = False) -> str:
+    if bad:
+        return f"{hit} of {n}"
+    return f"{hit}/{n} ({100 * hit / n:.0f} %)" if n else "-"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rules-from", action="append", metavar="REV",
+                    help=f"a git revision whose rules to measure, or {WORKTREE} (repeatable; "
+                         f"default: 9bd04e9 and {WORKTREE})")
+    ap.add_argument("--set", choices=("held-out", "older", "all"), action="append",
+                    help="which part of the corpus (repeatable; default: held-out and older)")
+    ap.add_argument("--misses", action="store_true", help="list the logs the rules get wrong instead")
+    ap.add_argument("--corpus", type=Path, default=CORPUS)
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "src"))
+    revs = args.rules_from or ["9bd04e9", WORKTREE]
+    sets = args.set or ["held-out", "older"]
+    parts = split(labelled(args.corpus))
+    logs = [p for p, _ in parts["all"]]
+    results = {rev: verdicts(rev, logs) for rev in revs}
+
+    if args.misses:
+        for rev in revs:
+            for name in sets:
+                for path, label in parts[name]:
+                    wrong = misses(label, results[rev][str(path)])
+                    if wrong:
+                        print(f"{rev} {name} {path.name}: {'; '.join(wrong)}")
+        return
+
+    cols = [(rev, name) for rev in revs for name in sets]
+    first = {name: parts[name][0][1]["date"] for name in sets}
+    print("| measure | " + " | ".join(
+        f"rules at {rev if rev == WORKTREE else rev[:9]}, {name} ({len(parts[name])} logs, from {first[name]})"
+        for rev, name in cols) + " |")
+    print("|---|" + "---|" * len(cols))
+    scores = {(rev, name): score(parts[name], results[rev]) for rev, name in cols}
+    for measure in scores[cols[0]]:
+        bad = measure.startswith("ready logs called")
+        print(f"| {measure} | " + " | ".join(cell(*scores[c][measure], bad=bad) for c in cols) + " |")
+
+
+if __name__ == "__main__":
+    main()
