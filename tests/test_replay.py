@@ -3,8 +3,8 @@ by line into a file that `firedup watch LOG --json` follows with no pid, gets
 the verdict `firedup diagnose --json` gives the whole file (``incomplete`` is
 ``stalled`` live): the same outcome, cause and evidence line.
 
-Two ways of writing: all at once, and in bursts of a few lines with pauses
-shorter than the idle flush in between. The writer opens and closes the file
+Two ways of writing: all at once, and in a dozen bursts cut at random lines
+with pauses shorter than the idle flush in between. The writer opens and closes the file
 for each write, so the watch finds no writer and judges from the log alone,
 as it must for a log whose server it cannot see. The replays run side by side
 (most of their time is the quiet period and the stall window)."""
@@ -27,7 +27,8 @@ from .conftest import CORPUS, FIXTURES, corpus_logs
 
 STALL = 5.0  # the stall window: longer than the quiet period (2 s) and any pause
 PAUSE = 0.3  # the longest pause between bursts: below the idle flush (0.5 s)
-WORKERS = 6
+BURSTS = 12  # cut at random lines, so bursts end anywhere: inside tracebacks, after ready lines
+WORKERS = 8
 
 
 def labelled_logs() -> list[Path]:
@@ -73,11 +74,9 @@ def _replay(log: Path, mode: str, tmp: Path) -> dict:
     else:
         rng = random.Random(log.name)
         lines = data.splitlines(keepends=True)
-        i = 0
-        while i < len(lines):
-            n = rng.randint(1, 40)
-            _append(target, b"".join(lines[i:i + n]))
-            i += n
+        cuts = sorted(rng.sample(range(1, len(lines)), min(BURSTS, len(lines) - 1))) if len(lines) > 1 else []
+        for start, end in zip([0, *cuts], [*cuts, len(lines)]):
+            _append(target, b"".join(lines[start:end]))
             time.sleep(rng.uniform(0, PAUSE))
     out, err = watch.communicate(timeout=120)
     events += [json.loads(line) for line in out.splitlines()]
