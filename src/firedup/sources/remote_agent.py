@@ -17,6 +17,15 @@ Output: one record a line, "<kind> <payload>":
   E <message>            an error firedup should report
   T                      heartbeat (every 2 s)
 Input: "K <grace>" stops the launched (or watched) process group.
+
+Hub mode ({"hub": true}: a Slurm job through its login node) carries the
+scheduler's commands and every log of the job on the same connection.
+Input:
+  F <i> <json>           follow log i {"path", "offset", "inode"} (again after a reconnect)
+  U <i> <url>            probe this health URL for log i (the head node's, known once the job runs)
+  C <n> <json>           run command n {"argv", "stdin", "timeout"} in a thread
+Output: O, L, E and H as above, tagged "<kind> <i> <payload>"; T; and
+  R <n> <json>           command n ended {"rc": int | null (timed out), "stdout", "stderr"}
 """
 
 import base64
@@ -27,6 +36,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -36,11 +46,61 @@ POLL = 0.02
 CHUNK = 1 << 20
 
 
-def emit(kind, payload=b""):
+_out = threading.Lock()  # hub mode: commands answer from their own threads
+
+
+def emit(kind, payload=b"", tag=None):
     if isinstance(payload, str):
         payload = payload.encode()
-    sys.stdout.buffer.write(kind.encode() + b" " + payload + b"\n")
-    sys.stdout.buffer.flush()
+    head = kind if tag is None else f"{kind} {tag}"
+    with _out:
+        sys.stdout.buffer.write(head.encode() + b" " + payload + b"\n")
+        sys.stdout.buffer.flush()
+
+
+class Tail:
+    """A log followed like tail -F from a byte offset: a rotation is read from
+    its start, a truncation from 0."""
+
+    def __init__(self, path, offset=0, inode=None, tag=None):
+        self.path, self.offset, self.inode, self.tag = path, offset, inode, tag
+        self.f = None
+
+    def open(self):
+        """The log's stat once opened (O sent); None while it does not exist.
+        OSError: it cannot be read."""
+        try:
+            self.f = open(self.path, "rb")
+        except FileNotFoundError:
+            return None
+        st = os.fstat(self.f.fileno())
+        if self.inode is not None and st.st_ino != self.inode:
+            self.offset = 0  # rotated while we were away: the new file from its start
+        self.inode = st.st_ino
+        self.f.seek(min(self.offset, st.st_size))
+        self.offset = self.f.tell()
+        emit("O", f"{self.inode} {self.offset}", self.tag)
+        return st
+
+    def read(self):
+        """Send what was appended; notice a rotation (reopened next time) or a truncation."""
+        while True:
+            data = self.f.read(CHUNK)
+            if not data:
+                break
+            self.offset += len(data)
+            emit("L", base64.b64encode(data), self.tag)
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return
+        if st.st_ino != self.inode:
+            self.f.close()
+            self.f, self.offset = None, 0
+        elif st.st_size < self.offset:
+            self.f.seek(0)
+            self.offset = 0
+            emit("O", f"{self.inode} 0", self.tag)
 
 
 def sample(pid):
@@ -127,9 +187,63 @@ def stop(pgid, grace):
         pass
 
 
+def run_command(n, request):
+    try:
+        out = subprocess.run(request["argv"], input=request.get("stdin"), capture_output=True, text=True,
+                             timeout=request.get("timeout"), cwd=os.path.expanduser("~"))
+        reply = {"rc": out.returncode, "stdout": out.stdout, "stderr": out.stderr}
+    except subprocess.TimeoutExpired:
+        reply = {"rc": None, "stdout": "", "stderr": ""}
+    except OSError as e:  # not installed here: as a shell says it
+        reply = {"rc": 127, "stdout": "", "stderr": f"{request['argv'][0]}: {e.strerror}"}
+    emit("R", json.dumps(reply), n)
+
+
+def hub():
+    """Commands run and logs followed for firedup, until its stdin ends."""
+    tails, urls, last_probe, last_beat, pending = {}, {}, 0.0, 0.0, b""
+    while True:
+        now = time.time()
+        for i, tail in list(tails.items()):
+            try:
+                if tail.f is None and tail.open() is None:
+                    continue
+            except OSError as e:
+                emit("E", f"cannot read {tail.path} on this host: {e.strerror}", i)
+                del tails[i]
+                continue
+            tail.read()
+        if urls and now - last_probe >= 0.5:
+            last_probe = now
+            for i, url in urls.items():
+                emit("H", json.dumps({"status": probe(url)}), i)
+        if now - last_beat >= 2.0:
+            last_beat = now
+            emit("T")
+        readable, _, _ = select.select([sys.stdin], [], [], POLL)
+        if not readable:
+            continue
+        # Read the descriptor itself: sys.stdin's buffer would keep lines select() cannot see.
+        data = os.read(sys.stdin.fileno(), CHUNK)
+        if not data:
+            return 0
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            kind, tag, payload = (line.decode().split(" ", 2) + ["", ""])[:3]
+            if kind == "F":
+                spec = json.loads(payload)
+                tails[tag] = Tail(os.path.expanduser(spec["path"]), spec.get("offset", 0), spec.get("inode"), tag)
+            elif kind == "U":
+                urls[tag] = payload
+            elif kind == "C":
+                threading.Thread(target=run_command, args=(tag, json.loads(payload)), daemon=True).start()
+
+
 def main():
     args = json.loads(base64.b64decode(sys.argv[1]))
-    path, offset, inode = args.get("path"), args.get("offset", 0), args.get("inode")
+    if args.get("hub"):
+        return hub()
+    path = args.get("path")
     pid, child = args.get("pid"), None
     if args.get("snapshot"):
         emit("V", json.dumps(snapshot(args["snapshot"])))  # noqa: F821 - defined by environment.py, sent first
@@ -148,48 +262,23 @@ def main():
                                      start_new_session=True, cwd=os.path.expanduser("~"))
         pid = child.pid
         emit("S", str(pid))
-    f, last_sample, last_probe, last_beat, empty = None, 0.0, 0.0, 0.0, False
+    tail = Tail(path, args.get("offset", 0), args.get("inode"))
+    last_sample, last_probe, last_beat, empty = 0.0, 0.0, 0.0, False
     exit_code = None
     while True:
         now = time.time()
-        if f is None:
+        if tail.f is None:
             try:
-                f = open(path, "rb")
-                st = os.fstat(f.fileno())
-                if inode is not None and st.st_ino != inode:
-                    offset = 0  # rotated while we were away: the new file from its start
-                inode = st.st_ino
-                f.seek(min(offset, st.st_size))
-                offset = f.tell()
-                emit("O", f"{inode} {offset}")
-                if not pid and not args.get("launch"):
-                    pid = find_writer(path, report=True)
-                    empty = st.st_size == 0
-            except FileNotFoundError:
-                pass
+                st = tail.open()
             except OSError as e:  # permission denied, a directory, ...
                 emit("E", f"cannot read {path} on this host: {e.strerror}")
                 return 2
-        if f is not None:
-            while True:
-                data = f.read(CHUNK)
-                if not data:
-                    break
-                offset += len(data)
-                emit("L", base64.b64encode(data))
-            try:
-                st = os.stat(path)
-                if st.st_ino != inode:
-                    f.close()
-                    f, offset = None, 0
-                    continue
-                if st.st_size < offset:
-                    f.seek(0)
-                    offset = 0
-                    emit("O", f"{inode} 0")
-            except FileNotFoundError:
-                pass
-        if not pid and empty and offset > 0:  # a server started with "> log" after the agent opened it
+            if st is not None and not pid and not args.get("launch"):
+                pid = find_writer(path, report=True)
+                empty = st.st_size == 0
+        if tail.f is not None:
+            tail.read()
+        if not pid and empty and tail.offset > 0:  # a server started with "> log" after the agent opened it
             empty = False
             pid = find_writer(path, report=False)
         if pid and exit_code is None and now - last_sample >= 1.0:
@@ -198,10 +287,8 @@ def main():
         if pid and exit_code is None:
             exit_code = ended(pid, child)
             if exit_code is not None:
-                if f is not None:
-                    data = f.read()
-                    if data:
-                        emit("L", base64.b64encode(data))
+                if tail.f is not None:
+                    tail.read()
                 emit("X", str(exit_code))
         if args.get("url") and now - last_probe >= 0.5:
             last_probe = now
