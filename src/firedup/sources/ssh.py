@@ -8,13 +8,16 @@ resumes at the last byte received: no line lost, none twice."""
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
+import queue
 import re
 import shlex
 import subprocess
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
@@ -84,6 +87,24 @@ def _agent_source() -> str:
                       here.joinpath("remote_agent.py").read_text("utf-8")))
 
 
+def _start_agent(host: Host, args: dict[str, Any], ssh_args: list[str]) -> subprocess.Popen:
+    """ssh to the host, running the agent (sent on the command line) with these arguments."""
+    bootstrap = f"import base64,sys;exec(base64.b64decode({base64.b64encode(_agent_source().encode()).decode()!r}))"
+    encoded = base64.b64encode(json.dumps(args).encode()).decode()
+    return subprocess.Popen(ssh_command(host, ["python3", "-c", bootstrap, encoded], ssh_args),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _hang_up(proc: subprocess.Popen) -> None:
+    """End an agent's connection: the agent ends when its stdin does; killed if it does not."""
+    try:
+        proc.stdin.close()
+        proc.wait(timeout=3)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+
+
 def _classify(stderr: str, host: Host) -> str | None:
     """A clear one-line error for failures that retrying will not fix."""
     text = stderr.strip()
@@ -127,19 +148,17 @@ class RemoteSource:
 
     # -- the connection -------------------------------------------------------
 
-    def _args(self) -> str:
+    def _args(self) -> dict[str, Any]:
         args: dict[str, Any] = {"path": self.path, "offset": self.offset, "inode": self.inode, "pid": self.pid,
                                 "url": self.url, "port_check": self.port_check}
         if self.launch and self.pid is None:
             args["launch"] = self.launch
             if self.snapshot:
                 args["snapshot"] = self.launch
-        return base64.b64encode(json.dumps(args).encode()).decode()
+        return args
 
     def connect(self) -> None:
-        bootstrap = f"import base64,sys;exec(base64.b64decode({base64.b64encode(_agent_source().encode()).decode()!r}))"
-        argv = ssh_command(self.host, ["python3", "-c", bootstrap, self._args()], self.ssh_args)
-        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._proc = _start_agent(self.host, self._args(), self.ssh_args)
         os.set_blocking(self._proc.stdout.fileno(), False)
         self._buf = b""
         self.connects += 1
@@ -174,12 +193,7 @@ class RemoteSource:
 
     def close(self) -> None:
         if self._proc is not None:
-            try:
-                self._proc.stdin.close()  # the agent ends when its stdin does
-                self._proc.wait(timeout=3)
-            except (OSError, subprocess.TimeoutExpired):
-                self._proc.kill()
-                self._proc.wait()
+            _hang_up(self._proc)
             self._close_pipes()
             self._proc = None
 
@@ -250,3 +264,200 @@ class RemoteSource:
             raise PortTaken(**json.loads(payload))
         elif kind == b"E":
             out.append(("error", payload.decode(errors="replace")))
+
+
+class Channel:
+    """One SSH connection to a host's agent in hub mode (a Slurm job through
+    its login node): the scheduler's commands run there, and every log of the
+    job comes back on it, each a :class:`TailSource`. A reader thread sorts
+    the records out. A dropped connection is re-opened with backoff: logs
+    resume at their offsets, commands in flight are asked again, except an
+    sbatch, which fails rather than risk submitting the job twice."""
+
+    def __init__(self, host: Host, ssh_args: list[str] = ()):
+        self.host = host
+        self.ssh_args = list(ssh_args)
+        self.connects = 0
+        self.tails: list[TailSource] = []
+        self._calls: dict[int, _Call] = {}
+        self._numbers = itertools.count()
+        self._lock = threading.Lock()
+        self._closing = False
+        self._error: str | None = None
+        self._proc = self._connect()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _connect(self) -> subprocess.Popen:
+        proc = _start_agent(self.host, {"hub": True}, self.ssh_args)
+        self.connects += 1
+        return proc
+
+    def _send(self, line: str) -> None:
+        try:
+            self._proc.stdin.write(line.encode() + b"\n")
+            self._proc.stdin.flush()
+        except (OSError, ValueError):
+            pass  # the connection dropped: the reader re-opens it and sends again
+
+    def run(self, argv: list[str], stdin: str | None = None, timeout: float = 30) -> tuple[int | None, str, str]:
+        """(exit status, None if it timed out; stdout; stderr) of a command run on the host."""
+        call = _Call({"argv": list(argv), "stdin": stdin, "timeout": timeout}, once=argv[0] == "sbatch")
+        with self._lock:
+            if self._error:
+                raise SSHError(self._error)
+            n = next(self._numbers)
+            self._calls[n] = call
+            self._send(f"C {n} {json.dumps(call.request)}")
+        if not call.done.wait(timeout + 30):
+            raise SSHError(f"{self.host} did not answer {argv[0]} in {timeout + 30:.0f} s")
+        if call.error:
+            raise SSHError(call.error)
+        return call.reply["rc"], call.reply["stdout"], call.reply["stderr"]
+
+    def follow(self, path: str) -> TailSource:
+        with self._lock:
+            tail = TailSource(self, len(self.tails), path)
+            self.tails.append(tail)
+            self._send(tail.request())
+        return tail
+
+    def probe(self, tail: TailSource) -> None:
+        with self._lock:
+            self._send(f"U {tail.index} {tail.url}")
+
+    def close(self) -> None:
+        self._closing = True
+        _hang_up(self._proc)
+        self._reader.join(3)
+        for tail in self.tails:
+            tail.close()
+
+    def _read(self) -> None:
+        attempt, received = 0, False
+        while True:
+            for line in self._proc.stdout:
+                received, attempt = True, 0
+                self._record(line.rstrip(b"\n"))
+            self._proc.wait()
+            stderr = self._proc.stderr.read().decode(errors="replace")
+            if self._closing:
+                return
+            problem = _classify(stderr, self.host)
+            with self._lock:
+                if problem and not received:
+                    self._fail(problem)
+                    return
+                for tail in self.tails:
+                    tail.put("disconnected", stderr.strip().splitlines()[-1:] or ["connection closed"])
+            time.sleep(BACKOFF[min(attempt, len(BACKOFF) - 1)])
+            attempt += 1
+            with self._lock:
+                self._proc = self._connect()
+                for tail in self.tails:
+                    self._send(tail.request())
+                    if tail.url:
+                        self._send(f"U {tail.index} {tail.url}")
+                for n, call in self._calls.items():
+                    if call.once:
+                        call.error = f"the connection to {self.host} dropped during {call.request['argv'][0]}"
+                        call.done.set()
+                    else:
+                        self._send(f"C {n} {json.dumps(call.request)}")
+
+    def _fail(self, problem: str) -> None:
+        self._error = problem
+        for call in self._calls.values():
+            call.error = problem
+            call.done.set()
+        for tail in self.tails:
+            tail.put("error", problem)
+
+    def _record(self, line: bytes) -> None:
+        kind, _, rest = line.partition(b" ")
+        tag, _, payload = rest.partition(b" ")
+        if kind == b"R":
+            with self._lock:
+                call = self._calls.pop(int(tag), None)
+            if call is not None:
+                call.reply = json.loads(payload)
+                call.done.set()
+        elif kind in (b"L", b"O", b"E", b"H"):
+            self.tails[int(tag)].record(kind, payload)
+
+
+@dataclass
+class _Call:
+    request: dict[str, Any]
+    once: bool  # not to be run twice (sbatch)
+    reply: dict[str, Any] | None = None
+    error: str | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class TailSource:
+    """One log of a :class:`Channel`, read by a Watch like a RemoteSource:
+    events() and a file descriptor that is readable when there are some."""
+
+    pid = None
+    launch = None
+
+    def __init__(self, channel: Channel, index: int, path: str):
+        self.channel = channel
+        self.host = channel.host
+        self.index = index
+        self.path = path
+        self.url: str | None = None
+        self.inode: int | None = None
+        self.offset = 0
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+
+    def request(self) -> str:
+        return f"F {self.index} {json.dumps({'path': self.path, 'offset': self.offset, 'inode': self.inode})}"
+
+    def probe(self, url: str) -> None:
+        """Probe this health URL from the host (the nodes' addresses are reachable from there)."""
+        self.url = url
+        self.channel.probe(self)
+
+    def put(self, kind: str, payload: Any) -> None:
+        self._events.put((kind, payload))
+        try:
+            os.write(self._wake_w, b"x")
+        except BlockingIOError:  # a wake-up is pending already
+            pass
+
+    def record(self, kind: bytes, payload: bytes) -> None:
+        if kind == b"L":
+            data = base64.b64decode(payload)
+            self.offset += len(data)
+            self.put("log", data)
+        elif kind == b"O":
+            inode, offset = (int(x) for x in payload.split())
+            if inode != self.inode or offset < self.offset:
+                self.put("reopened", None)
+            self.inode, self.offset = inode, offset
+        elif kind == b"H":
+            self.put("probe", json.loads(payload))
+        elif kind == b"E":
+            self.put("error", payload.decode(errors="replace"))
+
+    def fileno(self) -> int:
+        return self._wake_r
+
+    def events(self) -> list[tuple[str, Any]]:
+        try:
+            os.read(self._wake_r, 1 << 16)
+        except BlockingIOError:
+            pass
+        out = []
+        while not self._events.empty():
+            out.append(self._events.get())
+        return out
+
+    def close(self) -> None:
+        os.close(self._wake_r)
+        os.close(self._wake_w)
