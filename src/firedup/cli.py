@@ -145,7 +145,8 @@ def _parser() -> argparse.ArgumentParser:
                        description="Follow a log (tail -F: waits for it, follows rotation) or - (standard input) "
                                    "to a verdict. Exit code: 0 ready, 1 failed, 2 bad input, 3 stalled, 4 timeout.")
     w.add_argument("targets", nargs="+", metavar="target",
-                   help="log file, ssh://[user@]host[:port]/abs/path, slurm://JOBID, or - for standard input; "
+                   help="log file, ssh://[user@]host[:port]/abs/path, slurm://[[user@]host/]JOBID (through that login "
+                        "node), or - for standard input; "
                         "several at once")
     w.add_argument("--pid", type=int, help="also watch this process (local or on the remote host of the target)")
     w.add_argument("--all", action="store_true",
@@ -166,7 +167,8 @@ def _parser() -> argparse.ArgumentParser:
     la.add_argument("--log", help="log file (default: under ~/.local/state/firedup/logs)")
     la.add_argument("--attach", action="store_true", help="after ready, stay and stream the log; Ctrl-C stops it")
     la.add_argument("--kill-on-stall", action="store_true", help="stop a stalled server too")
-    la.add_argument("--host", help="[user@]host[:port]: start it there over SSH (it survives the connection)")
+    la.add_argument("--host", help="[user@]host[:port]: start it there over SSH (it survives the connection); "
+                                   "with --slurm, the login node that submits and follows the job")
     _port_check_option(la)
     _slurm_options(la)
     _live_options(la)
@@ -291,13 +293,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
     sinks = _sinks(args, console, f"watch {target}")
     job = slurm.target(target)
     if job is not None:
+        host, job = job
+        commands = slurm.commands_for(host, args.ssh_arg)
         try:
             verdict = slurm.watch(job, server=args.server, url=args.url, stall=args.stall, timeout=args.timeout,
-                                  grace=args.grace, sinks=sinks)
+                                  grace=args.grace, sinks=sinks, commands=commands)
         finally:
+            commands.close()
             for sink in sinks:
                 sink.close()
-        memory = Memory(ledger, verdict.server, [], None)
+        memory = Memory(ledger, verdict.server, [], host)
         memory.remember(verdict, kind="watch", name=target, log=verdict.slurm["logs"]["job"], environment=None,
                         scheduler=verdict.slurm)
         return _finish(sinks, verdict)
@@ -448,17 +453,18 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def _launch_slurm(args: argparse.Namespace, cmd: list[str], sinks: list, ledger: Ledger,
                   kill_on_stall: bool | None = None) -> slurm.Launched:
-    if getattr(args, "host", None):
-        raise InputError("--slurm with --host (a login node over SSH) is not supported yet")
     if args.nodes < 1:
         raise InputError("--nodes must be 1 or more")
+    host = getattr(args, "host", None)  # firedup run has no --host: its benchmark needs the head reachable from here
+    commands = slurm.commands_for(host, getattr(args, "ssh_arg", ()))
     try:
         launched = slurm.launch(cmd, name=args.name, nodes=args.nodes, sbatch_args=args.sbatch_arg,
                                 log_dir=args.log_dir, server=args.server, url=args.url, stall=args.stall,
                                 timeout=args.timeout, grace=getattr(args, "grace", 30.0),
                                 kill_on_stall=kill_on_stall if kill_on_stall is not None else args.kill_on_stall,
-                                sinks=sinks, ledger=ledger)
+                                sinks=sinks, ledger=ledger, commands=commands)
     finally:
+        commands.close()
         for sink in sinks:
             sink.close()
     if kill_on_stall is not None:  # firedup run: the caller goes on
@@ -488,7 +494,7 @@ def _attach(launched, console: Console) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     run = runs.load(args.name)
     if run.job:
-        print(f"{run.name}: {slurm.stop(run)}")
+        print(f"{run.name}: {slurm.stop(run, args.ssh_arg)}")
         return 0
     if run.host:
         print(f"{run.name} on {run.host}: {stop_remote(run, args.grace, args.ssh_arg)}")
@@ -503,7 +509,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_ps(args: argparse.Namespace) -> int:
     rows = [{"name": r.name, "host": r.host, "pid": r.pid, "alive": r.alive(), "server": r.server, "url": r.url,
              "log": r.log, "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
-             "cmd": " ".join(r.argv), **({"job": r.job, "job_state": slurm.state(r.job)} if r.job else {})}
+             "cmd": " ".join(r.argv), **({"job": r.job, "job_state": slurm.state(r.job, r.host)} if r.job else {})}
             for r in runs.all_runs()]
     if args.json:
         print(json.dumps(rows))

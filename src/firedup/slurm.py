@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from . import rules, runs
@@ -29,8 +28,9 @@ from .launch import derive_url
 from .ledger.memory import Memory
 from .ledger.store import Ledger
 from .signals import Signal
-from .sources.slurm import (ENDED, POLL_EVERY, Commands, JobPoller, SlurmError, cancel, node_address, rejected, sacct,
-                            scontrol_job, squeue, submit)
+from .sources.slurm import (ENDED, POLL_EVERY, Commands, JobPoller, SlurmError, cancel, commands_for, node_address,
+                            rejected, sacct, scontrol_job, squeue, submit)
+from .sources.ssh import Host, SSHError
 from .watch import Watch
 
 # sbatch options firedup sets itself.
@@ -39,16 +39,19 @@ SCHEDULER_EVENTS = ("queued", "running", "requeued", "exit")
 _NODE_IN_LINE = re.compile(r"\bON (\S+) CANCELLED AT|^srun: error: ([^:\s]+):")
 
 
-def target(text: str) -> str | None:
-    """``slurm://JOBID`` → the job id; None for another kind of target."""
+def target(text: str) -> tuple[str | None, str] | None:
+    """``slurm://[user@]host/JOBID`` → (the login node or None, the job id); None for another kind of target."""
     if not text.startswith("slurm://"):
         return None
-    job = text.removeprefix("slurm://").strip("/")
-    if "/" in job:
-        raise InputError(f"slurm://[user@]host/JOBID is not supported yet, only slurm://JOBID: {text!r}")
-    if not re.fullmatch(r"\d+(?:_\d+)?", job):
-        raise InputError(f"not a Slurm job id: {text!r} (expected slurm://JOBID)")
-    return job
+    host, _, job = text.removeprefix("slurm://").strip("/").rpartition("/")
+    if not re.fullmatch(r"\d+(?:_\d+)?", job) or "/" in host:
+        raise InputError(f"not a Slurm job: {text!r} (expected slurm://JOBID or slurm://[user@]host/JOBID)")
+    if host:
+        try:
+            Host.parse(host)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+    return host or None, job
 
 
 @dataclass
@@ -113,7 +116,7 @@ class Follow:
         self.cancel = threading.Event()
         self.feeds = [Feed() for _ in logs]
         self.watches = [
-            Watch(log=log.path, server=server, url=None, stall=stall if not (log.batch and not log.head) else None,
+            Watch(**_source(commands, log.path), server=server, url=None, stall=stall if not (log.batch and not log.head) else None,
                   timeout=timeout, grace=grace, sinks=[_Labelled(s, log.label, len(logs) > 1) for s in sinks],
                   cancel=self.cancel, scheduler=feed)
             for log, feed in zip(logs, self.feeds)
@@ -223,14 +226,10 @@ def reached(verdict: Verdict, time_limit: str) -> str:
     return f"{what.capitalize()}{counted}, when the {_human(limit) if limit else time_limit} limit hit."
 
 
-def _check_log_dir(path: Path) -> None:
-    """Slurm cannot create a missing output folder: the job then fails (0:53) with no log anywhere."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"cannot create the log folder {path}: {e.strerror}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write to the log folder {path}")
+def _source(commands: Commands, path: str) -> dict[str, Any]:
+    """A Watch's log: read here, or through the login node's connection."""
+    remote = commands.follow(path)
+    return {"log": None, "remote": remote} if remote is not None else {"log": path}
 
 
 def script(argv: Sequence[str], nodes: int, task_logs: str) -> str:
@@ -268,10 +267,9 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
             raise InputError(f"firedup sets {arg.split('=')[0]} itself (use --nodes, --name, --log-dir)")
     family = server or rules.load().detect_command(argv)
     name = name or runs.default_name(argv, family)
-    directory = Path(log_dir or runs.state_dir() / "logs").absolute()
-    _check_log_dir(directory)
-    batch_log = str(directory / f"{name}-%j.log")
-    task_logs = str(directory / f"{name}-%j.%t.log")
+    directory = commands.make_folder(str(log_dir) if log_dir else commands.default_folder())
+    batch_log = f"{directory}/{name}-%j.log"
+    task_logs = f"{directory}/{name}-%j.%t.log"
     memory = Memory(ledger, family, argv) if ledger is not None else None
     derived = derive_url(argv, family)
     port = derived.rsplit(":", 1)[1] if derived else None
@@ -294,7 +292,7 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
         logs += [Log(f"task {t}", task_logs.replace("%j", job).replace("%t", str(t)), head=t == 0)
                  for t in range(nodes)]
     run = runs.Run(name=name, pid=0, argv=argv, log=logs[-nodes].path if nodes > 1 else logs[0].path, url=url,
-                   server=family, started=time.time(), created=0.0, job=job)
+                   server=family, started=time.time(), created=0.0, job=job, host=commands.host)
     run.save()
     for sink in sinks:
         sink.event(0.0, "submitted", job=job, logs=[lg.path for lg in logs])
@@ -340,7 +338,7 @@ def watch(job: str, *, server: str | None = None, url: str | None = None, stall:
     if not paths:
         raise InputError(f"job {job} writes no log firedup can follow (StdOut={info.get('StdOut')})")
     for p in paths:
-        if not os.path.isdir(os.path.dirname(p)):
+        if not commands.folder_exists(os.path.dirname(p)):
             raise InputError(f"job {job} writes its log to {p}, whose folder does not exist: "
                              "Slurm cannot create it, so no log will ever appear (the job fails with 0:53)")
     logs = [Log("job", paths[0], head=True, batch=True)] + [Log("stderr", p) for p in paths[1:]]
@@ -351,19 +349,26 @@ def watch(job: str, *, server: str | None = None, url: str | None = None, stall:
     return verdict
 
 
-def state(job: str, commands: Commands | None = None) -> str:
+def state(job: str, host: str | None = None, ssh_args: Sequence[str] = ()) -> str:
     """The job's state for firedup ps: squeue's while slurmctld remembers it, then sacct's."""
-    commands = commands or Commands()
+    commands = commands_for(host, ssh_args)
     try:
         row = squeue(commands, job)
         if row is not None:
             return row["STATE"]
         rows = [r for r in sacct(commands, job) if r["JobID"] == job]
         return rows[0]["State"].split()[0] if rows else "UNKNOWN"
-    except SlurmError:
+    except (SlurmError, SSHError):
         return "UNKNOWN"
+    finally:
+        commands.close()
 
 
-def stop(run: runs.Run, commands: Commands | None = None) -> str:
-    cancel(commands or Commands(), run.job)
-    return f"cancelled job {run.job} (scancel)"
+def stop(run: runs.Run, ssh_args: Sequence[str] = ()) -> str:
+    """Cancel the job, through its login node if it was launched through one."""
+    commands = commands_for(run.host, ssh_args)
+    try:
+        cancel(commands, run.job)
+    finally:
+        commands.close()
+    return f"cancelled job {run.job} (scancel{f' on {run.host}' if run.host else ''})"

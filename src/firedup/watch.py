@@ -250,10 +250,13 @@ class Watch:
             if s.kind in ("queued", "running", "requeued", "exit"):
                 self._emit(now - self.started, s.kind, line=s.line, **s.data)
             self._feed([s], now)
-            if s.kind == "running" and s.data.get("url") and self.prober is None:
+            if s.kind == "running" and s.data.get("url") and self.prober is None and not self.judge.confirm:
                 self.url = s.data["url"]  # the head node's address is known once it runs
                 self.judge.confirm = CONFIRM
-                self._start_prober(sel)
+                if self.remote is not None:  # through a login node: the nodes are reachable from there
+                    self.remote.probe(self.url.rstrip("/") + self._health_path())
+                else:
+                    self._start_prober(sel)
 
     def _read(self, now: float) -> None:
         if self.follower is not None:

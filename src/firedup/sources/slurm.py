@@ -14,16 +14,20 @@ says what the scheduler said. Those lines are read by the generic pack's
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .. import rules
+from .. import rules, runs
+from ..diagnose import InputError
 from ..signals import Signal
+from .ssh import REMOTE_STATE, Channel, Host, TailSource
 
 POLL_EVERY = 2.0  # at most one squeue per job this often
 # Reasons a pending job waits on that will never clear by themselves.
@@ -47,19 +51,95 @@ class SlurmError(Exception):
 class Commands:
     """Runs the scheduler's commands on this machine."""
 
-    where = "local"
+    where = "here"
+    host: str | None = None  # the login node the commands run on
 
     def run(self, argv: Sequence[str], stdin: str | None = None, timeout: float = 30) -> str:
+        """The command's output; SlurmError with its own message if it failed."""
+        code, stdout, stderr = self.execute(list(argv), stdin, timeout)
+        if code is None:
+            raise SlurmError(f"{argv[0]} did not answer in {timeout:.0f} s")
+        if code == 127:
+            raise SlurmError(f"{argv[0]} not found {self.where}: is Slurm installed {self.where}?")
+        if code != 0:
+            lines = [line for line in stderr.strip().splitlines() if line.strip()]
+            raise SlurmError(lines[-1] if lines else f"{argv[0]} exited {code}")
+        return stdout
+
+    def execute(self, argv: list[str], stdin: str | None, timeout: float) -> tuple[int | None, str, str]:
+        """(exit status, None if it timed out, 127 if not installed; stdout; stderr)."""
         if shutil.which(argv[0]) is None:
-            raise SlurmError(f"{argv[0]} not found: is Slurm installed here?")
+            return 127, "", ""
         try:
-            out = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=timeout)
+            out = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise SlurmError(f"{argv[0]} did not answer in {timeout:.0f} s") from None
-        if out.returncode != 0:
-            lines = [line for line in out.stderr.strip().splitlines() if line.strip()]
-            raise SlurmError(lines[-1] if lines else f"{argv[0]} exited {out.returncode}")
-        return out.stdout
+            return None, "", ""
+        return out.returncode, out.stdout, out.stderr
+
+    def default_folder(self) -> str:
+        return str(runs.state_dir() / "logs")
+
+    def follow(self, path: str) -> TailSource | None:
+        """A source for a log of the job that is not on this machine (None: read it here)."""
+        return None
+
+    def make_folder(self, path: str) -> str:
+        """Create the logs' folder and check that it can be written to; its absolute path.
+        Slurm cannot create a missing output folder: the job then fails (0:53) with no log anywhere."""
+        folder = Path(path).expanduser().absolute()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"cannot create the log folder {folder}: {e.strerror}") from None
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise InputError(f"cannot write to the log folder {folder}")
+        return str(folder)
+
+    def folder_exists(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def close(self) -> None:
+        pass
+
+
+class LoginNode(Commands):
+    """Runs them on a login node, through the agent at the other end of one
+    SSH connection, which also carries the job's logs."""
+
+    def __init__(self, host: Host, ssh_args: Sequence[str] = ()):
+        self.channel = Channel(host, list(ssh_args))
+        self.host = str(host)
+        self.where = f"on {host}"
+
+    def execute(self, argv: list[str], stdin: str | None, timeout: float) -> tuple[int | None, str, str]:
+        return self.channel.run(argv, stdin, timeout)
+
+    def default_folder(self) -> str:
+        return f"{REMOTE_STATE}/logs"
+
+    def follow(self, path: str) -> TailSource:
+        return self.channel.follow(path)
+
+    def make_folder(self, path: str) -> str:
+        # The agent runs in the home folder: ~/x is x there, and pwd says where that is.
+        relative = path[2:] if path.startswith("~/") else path
+        code, stdout, stderr = self.execute(
+            ["sh", "-c", 'mkdir -p -- "$1" && cd -- "$1" && test -w . && pwd', "sh", relative], None, 30)
+        if code != 0:
+            raise InputError(f"cannot create or write to the log folder {path} {self.where}: "
+                             f"{stderr.strip().splitlines()[-1] if stderr.strip() else 'not writable'}")
+        return stdout.strip()
+
+    def folder_exists(self, path: str) -> bool:
+        return self.execute(["test", "-d", path], None, 30)[0] == 0
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def commands_for(host: str | None, ssh_args: Sequence[str] = ()) -> Commands:
+    """Where a job's commands run: here, or on its login node ([user@]host[:port])."""
+    return LoginNode(Host.parse(host), ssh_args) if host else Commands()
 
 
 # -- plain output, read by name ------------------------------------------------
