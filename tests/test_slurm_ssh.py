@@ -3,6 +3,8 @@ in front of the real two-node cluster (tests/slurmd.py). One SSH connection
 carries the scheduler's commands and every log of the job."""
 
 import json
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -145,3 +147,32 @@ def test_bad_slurm_targets_are_one_clear_line(target, message):
     proc = run_cli("watch", target)
     err = proc.stderr.decode()
     assert proc.returncode == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_a_dropped_connection_is_reopened_and_the_job_followed_on(cluster, sshd, tmp_path):
+    commands = LoginNode(Host.parse("testhost"))
+    recorder = Recorder()
+
+    class DropOnRunning:  # kill sshd's process for the connection once the job runs
+        def event(self, t, name, **fields):
+            recorder.event(t, name, **fields)
+            if name == "running":
+                for child in sshd.children():
+                    os.kill(child, signal.SIGKILL)
+
+        def update(self, view):
+            pass
+
+    try:
+        launched = slurm.launch(server(tmp_path), name="drop", log_dir=tmp_path / "logs", sinks=[DropOnRunning()],
+                                commands=commands, stall=60)
+        connects = commands.channel.connects
+    finally:
+        commands.close()
+    try:
+        assert launched.verdict.outcome == "ready", launched.verdict
+        assert connects == 2 and any(name == "disconnected" for _, name, _ in recorder.events)
+        # the health probe, asked for as the connection dropped, runs on the new one
+        assert launched.verdict.evidence["line"].endswith("/health -> 200")
+    finally:
+        slurm.stop(launched.run)
