@@ -319,7 +319,7 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
     else:
         if info.state not in ENDED:
             cancel(commands, job)
-            note = f"cancelled job {job} (scancel)"
+            note = f"cancelled job {job} (scancel{f' on {commands.host}' if commands.host else ''})"
         else:
             note = f"job {job} ended {info.state}"
     return Launched(run, verdict, note)
