@@ -128,14 +128,18 @@ def test_watch_a_failing_job_through_the_login_node(cluster, tmp_path):
 
 
 def test_three_nodes_through_the_login_node_is_rejected_within_5_s(cluster, tmp_path):
-    start = time.monotonic()
-    proc = run_cli("launch", "--slurm", "--host", "testhost", "--nodes", "3", "--log-dir", str(tmp_path / "logs"),
-                   "--json", "--", "sleep", "60")
+    start = time.monotonic()  # the SSH connection included
+    commands = LoginNode(Host.parse("testhost"))
+    try:
+        launched = slurm.launch(["sleep", "60"], name="three", nodes=3, log_dir=tmp_path / "logs", commands=commands)
+    finally:
+        commands.close()
     elapsed = time.monotonic() - start
-    verdict = json.loads(proc.stdout.decode().splitlines()[-1])
-    assert verdict["cause"] == "scheduler_rejected" and "PartitionNodeLimit" in verdict["evidence"]["line"]
+    v = launched.verdict
+    assert v.cause == "scheduler_rejected" and "PartitionNodeLimit" in v.evidence["line"], v
     assert elapsed < 5, elapsed
-    assert wait_ended(verdict["slurm"]["job"]) == "CANCELLED"
+    assert launched.note == f"cancelled job {v.slurm['job']} (scancel on testhost)"
+    assert wait_ended(v.slurm["job"]) == "CANCELLED"
 
 
 @pytest.mark.parametrize("target, message", [
