@@ -116,9 +116,9 @@ class Follow:
         self.cancel = threading.Event()
         self.feeds = [Feed() for _ in logs]
         self.watches = [
-            Watch(**_source(commands, log.path), server=server, url=None, stall=stall if not (log.batch and not log.head) else None,
-                  timeout=timeout, grace=grace, sinks=[_Labelled(s, log.label, len(logs) > 1) for s in sinks],
-                  cancel=self.cancel, scheduler=feed)
+            Watch(**_source(commands, log.path), server=server, url=None,
+                  stall=stall if not (log.batch and not log.head) else None, timeout=timeout, grace=grace,
+                  sinks=[_Labelled(s, log.label, len(logs) > 1) for s in sinks], cancel=self.cancel, scheduler=feed)
             for log, feed in zip(logs, self.feeds)
         ]
         self.error: BaseException | None = None

@@ -250,7 +250,8 @@ class Watch:
             if s.kind in ("queued", "running", "requeued", "exit"):
                 self._emit(now - self.started, s.kind, line=s.line, **s.data)
             self._feed([s], now)
-            if s.kind == "running" and s.data.get("url") and self.prober is None and not self.judge.confirm:
+            probing = self.prober is not None or (self.remote is not None and self.remote.url)
+            if s.kind == "running" and s.data.get("url") and not probing:
                 self.url = s.data["url"]  # the head node's address is known once it runs
                 self.judge.confirm = CONFIRM
                 if self.remote is not None:  # through a login node: the nodes are reachable from there

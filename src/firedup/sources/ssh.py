@@ -310,6 +310,8 @@ class Channel:
             self._calls[n] = call
             self._send(f"C {n} {json.dumps(call.request)}")
         if not call.done.wait(timeout + 30):
+            with self._lock:
+                self._calls.pop(n, None)
             raise SSHError(f"{self.host} did not answer {argv[0]} in {timeout + 30:.0f} s")
         if call.error:
             raise SSHError(call.error)
