@@ -15,8 +15,9 @@ and:
   the verdict of `firedup watch ssh://...`, and how many SSH connections the watch used;
 - CPU used by firedup while it watches a silent server (log + pid) for --idle seconds;
 - with a Slurm cluster running (scripts/slurm-cluster.sh start): a job's server printing its ready
-  line (and answering its health probe) → the verdict of `firedup launch --slurm`, and how many
-  squeue calls firedup made per 2 s.
+  line (and answering its health probe) → the verdict of `firedup launch --slurm`, here and through
+  the sshd as login node (`--host`, with the SSH connections it used), and how many squeue calls
+  firedup made per 2 s.
 
     python benchmarks/latency.py [--trials 50] [--idle 60]
 """
@@ -194,26 +195,30 @@ time.sleep(600)
 """
 
 
-def trial_slurm(tmp: Path, i: int) -> tuple[float, float]:
-    """A job's ready line → the verdict, in seconds."""
+def trial_slurm(tmp: Path, i: int, sshd: Sshd | None = None) -> tuple[float, int]:
+    """A job's ready line → the verdict, in seconds; and the SSH connections
+    used, with the sshd as login node."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     trigger, stamp = tmp / f"slurm-go-{i}", tmp / f"slurm-stamp-{i}"
-    proc = subprocess.Popen([sys.executable, "-m", "firedup", "launch", "--slurm", "--json", "--name", f"lat{i}",
-                             "--log-dir", str(tmp / "slurm-logs"), "--url", f"http://127.0.0.1:{port}", "--",
-                             sys.executable, "-c", SLURM_SERVER, str(port), str(trigger), str(stamp)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    login = ["--host", "testhost"] if sshd else []
+    env = {**os.environ, "FIREDUP_SSH_ARGS": f"-F {sshd.config}"} if sshd else None
+    proc = subprocess.Popen([sys.executable, "-m", "firedup", "launch", "--slurm", *login, "--json", "--name",
+                             f"lat{i}", "--log-dir", str(tmp / "slurm-logs"), "--url", f"http://127.0.0.1:{port}",
+                             "--", sys.executable, "-c", SLURM_SERVER, str(port), str(trigger), str(stamp)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     for line in proc.stdout:
         if b'"event": "running"' in line:
             break
+    connections = len(sshd.children()) if sshd else 0
     time.sleep(1.0)
     trigger.touch()
     verdict_at = until_verdict(proc)
     proc.wait()
-    subprocess.run([sys.executable, "-m", "firedup", "stop", f"lat{i}"], capture_output=True)
+    subprocess.run([sys.executable, "-m", "firedup", "stop", f"lat{i}"], capture_output=True, env=env)
     ready_at = float(stamp.read_text())
-    return verdict_at - ready_at
+    return verdict_at - ready_at, connections
 
 
 def squeue_gaps(tmp: Path) -> list[float]:
@@ -253,14 +258,16 @@ def main() -> None:
         sshd = Sshd(tmp / "sshd-root")
         (tmp / "sshd-root").mkdir()
         sshd.start()
+        slurm = shutil.which("sinfo") and subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
         try:
             remote = [trial_remote(tmp, i, sshd) for i in range(args.trials)]
+            if slurm:
+                jobs = [trial_slurm(tmp, i)[0] for i in range(args.slurm_trials)]
+                login = [trial_slurm(tmp, args.slurm_trials + i, sshd) for i in range(args.slurm_trials)]
         finally:
             sshd.stop()
         cpu = idle_cpu(tmp, args.idle)
-        slurm = shutil.which("sinfo") and subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
         if slurm:
-            jobs = [trial_slurm(tmp, i) for i in range(args.slurm_trials)]
             gaps = squeue_gaps(tmp)
 
     print(f"\n{args.trials} trials each; milliseconds; the log watched alone except for the process exit\n")
@@ -277,7 +284,11 @@ def main() -> None:
     if slurm:
         print(f"| a Slurm job's ready line (launch --slurm, {len(jobs)} jobs) | {1000 * pct(jobs, 50):.1f} | "
               f"{1000 * pct(jobs, 99):.1f} | | |")
+        print(f"| the same through a login node (launch --slurm --host, loopback sshd) | "
+              f"{1000 * pct([r[0] for r in login], 50):.1f} | {1000 * pct([r[0] for r in login], 99):.1f} | | |")
     print(f"\nSSH connections per remote watch: {sorted({r[1] for r in remote})}")
+    if slurm:
+        print(f"SSH connections per Slurm job through the login node: {sorted({r[1] for r in login})}")
     if slurm:
         print(f"\nsqueue calls while a silent job was watched for 20 s: {len(gaps) + 1}, "
               f"at least {min(gaps):.2f} s apart (median {statistics.median(gaps):.2f} s)")
