@@ -116,14 +116,16 @@ def test_one_connection_carries_every_log_of_a_two_node_job(cluster, sshd, tmp_p
 
 
 def test_watch_a_failing_job_through_the_login_node(cluster, tmp_path):
-    log = tmp_path / "theirs.log"
-    job = subprocess.run(["sbatch", "--parsable", "-o", str(log), "--wrap",
-                          "echo starting; sleep 2; echo 'RuntimeError: CUDA error: no kernel image is available'"
-                          "; exit 3"], capture_output=True, text=True, check=True).stdout.strip()
+    log, script = tmp_path / "theirs.log", tmp_path / "theirs.sh"
+    script.write_text("#!/bin/bash\necho starting; sleep 2\n"
+                      "echo 'Traceback (most recent call last):'\necho '  File \"x.py\", line 1, in f'\n"
+                      "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'\nexit 1\n")
+    job = subprocess.run(["sbatch", "--parsable", "-o", str(log), str(script)], capture_output=True, text=True,
+                         check=True).stdout.strip()
     proc = run_cli("watch", f"slurm://testhost/{job}", "--json", timeout=60)
     verdict = json.loads(proc.stdout.decode().splitlines()[-1])
     assert proc.returncode == 1 and verdict["outcome"] == "failed", proc.stderr.decode()[-2000:]
-    assert "no kernel image" in verdict["evidence"]["line"]
+    assert verdict["cause"] == "cuda_oom" and "CUDA out of memory" in verdict["evidence"]["line"]
     assert verdict["slurm"]["job"] == job and verdict["slurm"]["logs"]["job"] == str(log)
 
 
