@@ -43,12 +43,13 @@ def slurmd_pid(node: str) -> int:
 
 
 def restart_slurmd(node: str) -> None:
-    """Bring a killed node back (ReturnToService=2 lets it rejoin) and wait until it is idle."""
+    """Bring a killed node back (ReturnToService=2 lets it rejoin) and wait until it takes jobs again
+    (idle, or mixed/allocated when other jobs already run there)."""
     subprocess.run(["/usr/sbin/slurmd", "-N", node], check=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         state = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True).stdout
-        if state.strip() == "idle":
+        if state.strip() in ("idle", "mixed", "allocated"):
             return
         time.sleep(0.5)
     raise RuntimeError(f"{node} did not come back: {state.strip()}")
