@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from firedup.bench.compare import aggregate, compare, judge, workload_differences
+from firedup.bench.compare import aggregate, compare, holm, pvalue, t_pvalue, verdict, workload_differences
 from firedup.bench.metrics import RequestResult, compute, percentile
 from firedup.bench.run import calibrate, parse_prometheus, speculative
 from firedup.bench.workload import Workload, WorkloadError, load_dataset
@@ -109,26 +109,52 @@ def test_datasets(tmp_path):
     bad.write_bytes(b'{"prompt": "\xff\xfe"}\n')  # not UTF-8: a clear error, not a traceback
     with pytest.raises(WorkloadError, match="neither JSONL"):
         load_dataset(str(bad), 7)
-    assert len(Workload(num_prompts=5, dataset=str(jsonl)).prompts()) == 5
+    assert len(Workload(num_prompts=5, dataset=str(jsonl)).dataset_prompts()) == 5
     before = Workload(dataset=str(jsonl)).describe()
     jsonl.write_text('{"prompt": "hello again"}\n')  # same path, other prompts: not the same workload
     assert before["dataset_sha256"] != Workload(dataset=str(jsonl)).describe()["dataset_sha256"]
 
 
 def test_noise_is_told_from_a_change():
-    assert judge([100, 101, 99], [90, 91, 89], higher_is_better=True) == "regression"
-    assert judge([100, 101, 99], [100.5, 99.5, 101], higher_is_better=True) == "within noise"
-    assert judge([100, 110, 90], [82, 120, 101], higher_is_better=True) == "within noise"
-    assert judge([10, 11, 9], [20, 21, 19], higher_is_better=False) == "regression"  # latency up
-    assert judge([100], [90], higher_is_better=True).startswith("noise unknown")
-    # Two launches of the same transformers serve, 3 repeats each (tok/s): 2 sigmas said "improvement"
-    assert judge([322.6, 362.6, 363.6], [384.9, 394.2, 417.9], higher_is_better=True) == "within noise"
+    assert t_pvalue(2.776, 4) == pytest.approx(0.05, abs=1e-4)  # Student's t tables, two-sided 95%
+    assert t_pvalue(12.706, 1) == pytest.approx(0.05, abs=1e-4) and t_pvalue(0.0, 3) == pytest.approx(1.0)
+    down = pvalue([100, 101, 99], [90, 91, 89], paired=False)
+    assert down < 0.001 and verdict(-10.0, down, higher_is_better=True) == "regression"
+    assert verdict(+100.0, down, higher_is_better=False) == "regression"  # latency up
+    assert verdict(+10.0, down, higher_is_better=True) == "improvement"
+    assert verdict(0.3, pvalue([100, 101, 99], [100.5, 99.5, 101], paired=False), True) == "within noise"
+    assert verdict(-1.0, pvalue([100, 110, 90], [82, 120, 101], paired=False), True) == "within noise"
+    # Two launches of the same transformers serve, 3 repeats each (tok/s): alone, p < 0.05 calls it a
+    # change; as one of 14 metrics compared, Holm does not
+    same = pvalue([322.6, 362.6, 363.6], [384.9, 394.2, 417.9], paired=False)
+    assert same < 0.05 and holm([same] + [0.5] * 13)[0] > 0.05
+    assert pvalue([100], [90], paired=False) is None and verdict(-10.0, None, True).startswith("noise unknown")
+    # Sure, but smaller than the minimum effect worth calling
+    small = pvalue([100, 100.1, 99.9], [97, 97.1, 96.9], paired=False)
+    assert small < 0.001 and verdict(-3.0, small, True) == "below 5%" and verdict(-3.0, small, True, 2.0) == "regression"
+
+
+def test_holm_holds_the_family_wise_error_over_the_metrics():
+    assert holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert holm([0.001]) == [0.001]
+
+
+def test_pairs_of_interleaved_starts_cancel_drift():
+    """The machine slows down start by start, on both configurations alike:
+    as two separate runs the drift drowns a steady 2% gain; paired, it does not."""
+    a = [100.0, 90.0, 80.0, 70.0]
+    b = [102.1, 91.7, 81.6, 71.5]
+    assert pvalue(a, b, paired=False) > 0.5
+    assert pvalue(a, b, paired=True) < 0.001
 
 
 def _bench_run(ledger, **overrides):
-    metrics = aggregate([{"output_throughput": v, "mean_ttft_ms": 50.0, "client": "firedup 0.1.0", "model": "m"}
-                         for v in overrides.pop("throughput")])
+    ttft = overrides.pop("ttft", None) or [50.0] * len(overrides["throughput"])
+    metrics = aggregate([{"output_throughput": v, "mean_ttft_ms": t, "client": "firedup 0.1.0", "model": "m"}
+                         for v, t in zip(overrides.pop("throughput"), ttft)])
     metrics["repeats_across"] = overrides.pop("repeats_across", "server starts")
+    if "interleaved" in overrides:
+        metrics["interleaved"] = overrides.pop("interleaved")
     workload = {**Workload(concurrency=4).describe(), **overrides.pop("workload", {})}
     return ledger.record(kind="bench", outcome="ready", workload=workload, metrics=metrics, **overrides)
 
@@ -146,17 +172,44 @@ def test_compare_shows_deltas_noise_and_what_changed():
     assert row["changes"][0]["verdict"] == "regression" and row["changes"][0]["delta_pct"] == pytest.approx(-6.3, abs=0.1)
     keys = {(c["key"], c["a"], c["b"]) for c in report["changes"][0]}
     assert ("attention_backend", "flashinfer", "triton") in keys and ("torch", "2.8.0", "2.9.1") in keys
-    assert report["notes"] == []  # both runs' repeats came from separate server starts
+    assert len(report["notes"]) == 1 and "not interleaved" in report["notes"][0]  # drift is not told from an effect
     with Ledger() as ledger:
         d = _bench_run(ledger, throughput=[89.5, 89.0, 90.1], repeats_across="one server start")
         e = _bench_run(ledger, throughput=[83.9, 84.2, 83.5], repeats_across="one server start")
         notes = compare([ledger.get(d), ledger.get(e)])["notes"]
-    assert len(notes) == 1 and "--relaunch" in notes[0] and f"run {d}, {e}" in notes[0]
+    assert len(notes) == 2 and "--relaunch" in notes[1] and f"run {d}, {e}" in notes[1]
     text = run_cli("compare", str(a), str(b)).stdout.decode()
     assert "regression" in text and "attention_backend flashinfer → triton" in text
     refused = run_cli("compare", str(a), str(c))
     assert refused.returncode == 2 and "different workloads" in refused.stderr.decode()
     assert run_cli("compare", "--force", str(a), str(c)).returncode == 0
+
+
+def test_compare_pairs_interleaved_runs_and_corrects_for_many_metrics():
+    with Ledger() as ledger:
+        # interleaved A/A: each metric on its own at p ~ 0.03, none called once the family is counted
+        group = {"group": "g1", "order": "ABBA"}
+        a = _bench_run(ledger, throughput=[100, 90, 95, 85], ttft=[50, 52, 51, 53],
+                       interleaved={**group, "side": "A"}, repeats_across="interleaved server starts")
+        b = _bench_run(ledger, throughput=[106, 92, 103, 89], ttft=[53, 53, 55, 55],
+                       interleaved={**group, "side": "B"}, repeats_across="interleaved server starts")
+        report = compare([ledger.get(a), ledger.get(b)])
+        alone = pvalue([100, 90, 95, 85], [106, 92, 103, 89], paired=True)
+        assert 0.025 < alone < 0.05
+        assert report["tests"] == [{"paired": True, "correction": "holm", "alpha": 0.05, "min_effect_pct": 5.0,
+                                    "metrics_tested": 2}]
+        assert report["notes"] == []  # interleaved: nothing to warn about
+        row = next(r for r in report["rows"] if r["metric"] == "output_throughput")
+        assert row["changes"][0]["p"] == pytest.approx(2 * alone)  # reported Holm-adjusted
+        assert row["changes"][0]["verdict"] == "within noise" and row["changes"][0]["delta_pct"] > 5
+        text = run_cli("compare", str(a), str(b), "--min-effect", "3").stdout.decode()
+        assert "paired" in text and "3%" in text
+        # the same numbers, not interleaved: Welch's test, and the note
+        c = _bench_run(ledger, throughput=[100, 90, 95, 85])
+        d = _bench_run(ledger, throughput=[106, 92, 103, 89])
+        report = compare([ledger.get(c), ledger.get(d)])
+        assert report["tests"][0]["paired"] is False and "drift" in report["notes"][0]
+        assert all(c["verdict"] != "improvement" for r in report["rows"] for c in r["changes"])
 
 
 def test_bench_cli_plots_and_records(tmp_path):
