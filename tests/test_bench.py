@@ -9,6 +9,7 @@ import pytest
 from firedup.bench.compare import aggregate, compare, holm, pvalue, t_pvalue, verdict, workload_differences
 from firedup.bench.metrics import RequestResult, compute, percentile
 from firedup.bench.run import calibrate, parse_prometheus, speculative
+from firedup.bench.prompts import WORDS, Tokenizer, from_tokenizer, lengths
 from firedup.bench.workload import Workload, WorkloadError, load_dataset
 from firedup.ledger.store import Ledger
 
@@ -242,3 +243,55 @@ def test_run_of_a_server_that_fails_says_why_and_benches_nothing(tmp_path):
     verdict = json.loads(proc.stdout.splitlines()[-1])
     assert proc.returncode == 1 and verdict["outcome"] == "failed" and verdict["cause"] == "missing_module"
     assert [r["kind"] for r in json.loads(run_cli("runs", "--json").stdout)] == ["launch"]
+
+
+def _tokenizer_file(tmp_path):
+    """A small byte-level BPE tokenizer, trained here (as the tiny model's is)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    text = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(0, len(WORDS), 7)] * 5
+    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+def test_prompts_from_a_tokenizer_encode_to_the_length_asked(tmp_path):
+    path = _tokenizer_file(tmp_path)
+    tokenizer = Tokenizer(str(tmp_path))  # a folder holding tokenizer.json, as vllm's --tokenizer
+    assert 0 not in tokenizer.allowed  # the special token is never drawn
+    built = from_tokenizer(tokenizer, lengths(40, 64, 16, 0.0, seed=1), seed=1)
+    assert [len(tokenizer.encode(p.text)) for p in built] == [p.tokens for p in built]  # counted, not assumed
+    # decoded ids can re-encode otherwise (" calls" "here" -> " call" "sh" "ere"): the retries bring most back
+    assert sum(p.tokens == 64 for p in built) >= 20 and sum(p.tokens for p in built) == pytest.approx(40 * 64, rel=0.02)
+    assert all(p.output_len == 16 and p.input_len == 64 for p in built)
+    again = from_tokenizer(Tokenizer(str(path)), lengths(40, 64, 16, 0.0, seed=1), seed=1)  # the file itself
+    assert [p.text for p in again] == [p.text for p in built]  # seeded
+
+
+def test_random_range_ratio_draws_lengths_as_vllm():
+    drawn = lengths(2000, 100, 20, 0.5, seed=3)
+    ins, outs = [i for i, _ in drawn], [o for _, o in drawn]
+    assert min(ins) == 50 and max(ins) == 150 and statistics.fmean(ins) == pytest.approx(100, rel=0.03)
+    assert min(outs) == 10 and max(outs) == 30
+    assert set(lengths(5, 64, 32, 0.0, 0)) == {(64, 32)}
+    with pytest.raises(WorkloadError, match=r"\[0, 1\)"):
+        lengths(5, 64, 32, 1.0, 0)
+
+
+def test_calibrated_input_lengths_are_said(tmp_path):
+    """The zero-work server has no tokenize endpoint: words, calibrated on its usage."""
+    result = calibrate(Workload(concurrency=2, num_prompts=20, input_len=30, output_len=4, warmup=0))
+    assert result.metrics["input_tokens_by"].startswith("calibrated: 1.000 tokens a word")
+    assert result.metrics["input_tokens_asked"] == result.metrics["total_input_tokens"] == 600
+    assert result.workload["prompts"] == "usage" and not result.warnings
+
+
+def test_bench_input_errors_are_one_line(tmp_path):
+    for args in (("--tokenizer", str(tmp_path / "missing")), ("--random-range-ratio", "1.5")):
+        proc = run_cli("bench", "--calibrate", "--num-prompts", "2", *args)
+        assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup: ")
+        assert len(proc.stderr.decode().splitlines()) == 1

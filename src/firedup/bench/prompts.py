@@ -19,7 +19,6 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from . import client
 
@@ -198,11 +197,3 @@ def scaled(sizes: list[tuple[int, int]], seed: int, tokens_per_word: float) -> l
     rng = random.Random(seed)
     return [Prompt(" ".join(words(rng, round(input_len / tokens_per_word))), output_len, input_len)
             for input_len, output_len in sizes]
-
-
-def describe_source(kind: str, detail: Any = None) -> str:
-    return {"tokenizer": f"tokenizer {detail} (random token ids, as vllm bench serve's random dataset)",
-            "endpoint": f"the server's POST {detail} (random words fitted to the length)",
-            "usage": f"calibrated: {detail:.3f} tokens a word in the server's usage of "
-                     f"{CALIBRATION_REQUESTS} requests sent first (no --tokenizer, no tokenize endpoint)",
-            "words": "words (the server reported no usage to calibrate with: pass --tokenizer)"}[kind]

@@ -99,13 +99,13 @@ async def _prompts(workload: Workload, endpoint: client.Endpoint, pool: _Pool,
     sizes = workload.sizes()
     if workload.local_tokenizer:
         return (prompts.from_tokenizer(workload.local_tokenizer, sizes, workload.seed), "tokenizer",
-                prompts.describe_source("tokenizer", workload.tokenizer))
+                f"tokenizer {workload.tokenizer} (random token ids, as vllm bench serve's random dataset)")
     counter = prompts.ServerTokenizer(endpoint, model)
     try:
         path = await counter.find()
         if path:
             return (await prompts.fitted(counter, sizes, workload.seed), "endpoint",
-                    prompts.describe_source("endpoint", path))
+                    f"the server's POST {path} (random words fitted to the length)")
     finally:
         counter.close()
     # Requests of one output token, not counted: how many tokens the server makes of a word.
@@ -113,9 +113,12 @@ async def _prompts(workload: Workload, endpoint: client.Endpoint, pool: _Pool,
     counted = [(r.prompt_tokens, len(p.text.split())) for p in probes
                for r in [await _one(pool, workload, model, p, time.perf_counter())] if r.ok and r.prompt_tokens]
     if not counted:
-        return prompts.scaled(sizes, workload.seed, 1.0), "words", prompts.describe_source("words")
+        return (prompts.scaled(sizes, workload.seed, 1.0), "words",
+                "words: the server has no tokenize endpoint and sent no usage to calibrate on (pass --tokenizer)")
     ratio = sum(t for t, _ in counted) / sum(w for _, w in counted)
-    return prompts.scaled(sizes, workload.seed, ratio), "usage", prompts.describe_source("usage", ratio)
+    return (prompts.scaled(sizes, workload.seed, ratio), "usage",
+            f"calibrated: {ratio:.3f} tokens a word in the server's usage of {len(counted)} requests sent first "
+            "(no --tokenizer, no tokenize endpoint)")
 
 
 async def _prometheus(endpoint: client.Endpoint) -> dict[str, dict[str, float]]:
