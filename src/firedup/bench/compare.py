@@ -93,9 +93,14 @@ def t_pvalue(t: float, df: float) -> float:
 
 
 def pvalue(a: list[float], b: list[float], paired: bool) -> float | None:
-    """How likely a difference of means this large is under the noise alone:
-    a paired t-test over interleaved repeats (pair i: a[i], b[i]), else
-    Welch's (the two runs' repeats may spread differently). None: too few repeats."""
+    """How likely a difference this large is under the noise alone: a paired
+    t-test over interleaved repeats (pair i: a[i], b[i]), else Welch's (the
+    two runs' repeats may spread differently). Positive values are compared
+    as logarithms: a server's noise multiplies (a start that runs at half
+    speed halves throughput and doubles latencies), so ratios are what the
+    repeats share. None: too few repeats."""
+    if a and b and min(a + b) > 0:
+        a, b = [math.log(x) for x in a], [math.log(x) for x in b]
     if paired:
         d = [y - x for x, y in zip(a, b)]
         if len(d) < 2:
