@@ -104,6 +104,8 @@ def test_llama_cpp_sends_no_usage_and_that_is_said(tmp_path):
     assert all(not r["usage"] and r["output_tokens"] == r["chunks"] > 0 for r in result.requests)
     assert m["total_output_tokens"] == sum(r["chunks"] for r in result.requests)
     assert any("4 response(s) came without the server's usage" in w for w in result.warnings)
+    # no usage to check against, but its tokenize endpoint made the prompts
+    assert result.metrics["input_tokens_by"].startswith("the server's POST /extras/tokenize")
 
 
 @need(TF)

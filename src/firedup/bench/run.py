@@ -44,8 +44,8 @@ class BenchResult:
         return self.health["valid"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"url": self.url, "model": self.model, "model_source": self.model_source, "workload": self.workload, **self.metrics,
-                **metrics.vllm_arrays(self.requests), "health": self.health, "speculative": self.speculative,
+        return {"url": self.url, "model": self.model, "model_source": self.model_source, "workload": self.workload,
+                **self.metrics, **metrics.vllm_arrays(self.requests), "health": self.health, "speculative": self.speculative,
                 "warnings": self.warnings, "requests": self.requests}
 
 
@@ -109,9 +109,11 @@ async def _prompts(workload: Workload, endpoint: client.Endpoint, pool: _Pool,
     finally:
         counter.close()
     # Requests of one output token, not counted: how many tokens the server makes of a word.
-    probes = [Prompt(p.text, 1) for p in prompts.scaled(sizes[:prompts.CALIBRATION_REQUESTS], workload.seed + 1, 1.0)]
-    counted = [(r.prompt_tokens, len(p.text.split())) for p in probes
-               for r in [await _one(pool, workload, model, p, time.perf_counter())] if r.ok and r.prompt_tokens]
+    counted = []
+    for probe in prompts.scaled(sizes[:prompts.CALIBRATION_REQUESTS], workload.seed + 1, 1.0):
+        r = await _one(pool, workload, model, Prompt(probe.text, 1), time.perf_counter())
+        if r.ok and r.prompt_tokens:
+            counted.append((r.prompt_tokens, len(probe.text.split())))
     if not counted:
         return (prompts.scaled(sizes, workload.seed, 1.0), "words",
                 "words: the server has no tokenize endpoint and sent no usage to calibrate on (pass --tokenizer)")
@@ -214,10 +216,11 @@ async def _one(pool: _Pool, workload: Workload, model: str, p: Prompt, t0: float
     path, payload = workload.payload(model, p.text, p.output_len)
     try:
         conn = await pool.get()
-        result = await client.stream(conn, path, payload, workload.chat, t0)
-        pool.put(conn)
     except OSError as e:
         result = metrics.RequestResult(ok=False, start=time.perf_counter() - t0, error=f"connect: {e}")
+    else:
+        result = await client.stream(conn, path, payload, workload.chat, t0)
+        pool.put(conn)
     result.asked_input, result.asked_output = p.input_len, p.output_len
     return result
 
