@@ -2,7 +2,7 @@
 #            under firedup's live view until ready, stop it, then diagnose real
 #            failure logs firedup captured.
 # make test: set up (firedup, and the real servers the live tests start) and run the tests.
-# make bench: the speed benchmarks.
+# make bench: the speed benchmarks, and firedup bench beside vllm bench serve.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 FIREDUP := $(VENV)/bin/firedup
@@ -45,3 +45,4 @@ bench: $(VENV)/.installed servers
 	$(PY) benchmarks/scan.py
 	$(PY) benchmarks/latency.py
 	$(PY) benchmarks/client.py
+	$(PY) benchmarks/agreement.py

@@ -234,6 +234,10 @@ def test_bench_usage_errors(tmp_path):
     proc = run_cli("bench", "http://127.0.0.1:9/", "--num-prompts", "1", "--warmup", "0")
     assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup:")
     assert run_cli("bench", "--calibrate", "--goodput", "speed:3").returncode == 2
+    for bad in (("--repeat", "1", "--", "a", "--vs", "b"), ("--repeat", "2", "--", "--vs", "b"),
+                ("--repeat", "2", "--", "a", "--vs", "b", "--vs", "c")):
+        proc = run_cli("run", *bad)
+        assert proc.returncode == 2 and len(proc.stderr.decode().splitlines()) == 1, proc.stderr
 
 
 def test_run_of_a_server_that_fails_says_why_and_benches_nothing(tmp_path):
