@@ -148,7 +148,7 @@ def compare_table(report: dict[str, Any], console: Console) -> None:
     for other in ids[1:]:
         table.add_column(f"run {other}", justify="right")
         table.add_column("Δ", justify="right")
-        table.add_column("p (Holm)", justify="right")
+        table.add_column("p (adj.)", justify="right")
         table.add_column("")
     for row in report["rows"]:
         cells = [row["metric"], _num(row["values"][0])]
@@ -161,9 +161,9 @@ def compare_table(report: dict[str, Any], console: Console) -> None:
     console.print(table)
     for other, test in zip(ids[1:], report.get("tests", ())):
         how = ("paired t-test over interleaved starts" if test["paired"] else "Welch's t-test over separate runs")
-        console.print(Text(f"run {other}: a change is called when p < {test['alpha']:g} after Holm's correction over "
-                           f"the {test['metrics_tested']} metrics tested ({how}) and |Δ| ≥ {test['min_effect_pct']:g}% "
-                           "(--min-effect)", "dim"))
+        console.print(Text(f"run {other}: a change is called when |Δ| ≥ {test['min_effect_pct']:g}% (--min-effect) "
+                           f"and p < {test['alpha']:g} ({how}; of the {test['metrics_tested']} metrics tested, "
+                           "output throughput first, the others with Holm's correction only when it changed)", "dim"))
     for other, changes in zip(ids[1:], report["changes"]):
         if changes:
             console.print(Text(f"changed from run {ids[0]} to run {other}: ", "bold") +
