@@ -115,12 +115,12 @@ def from_tokenizer(tokenizer: Tokenizer, sizes: list[tuple[int, int]], seed: int
 class ServerTokenizer:
     """A server's own tokenize endpoint, found by trying each family's."""
 
-    # (path, request body, where the tokens are in the answer)
+    # (path, request body, where the tokens are in the answer). Counted with
+    # the special tokens the server adds itself (a BOS), as its usage counts them.
     ENDPOINTS = (
-        ("/tokenize", lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False}, "tokens"),  # vLLM
-        ("/v1/tokenize", lambda model, text: {"model": model, "prompt": text, "add_special_tokens": False},
-         "tokens"),  # SGLang
-        ("/tokenize", lambda model, text: {"content": text}, "tokens"),  # llama.cpp server
+        ("/tokenize", lambda model, text: {"model": model, "prompt": text}, "tokens"),  # vLLM
+        ("/v1/tokenize", lambda model, text: {"model": model, "prompt": text}, "tokens"),  # SGLang
+        ("/tokenize", lambda model, text: {"content": text, "add_special": True}, "tokens"),  # llama.cpp server
         ("/tokenize", lambda model, text: {"inputs": text}, None),  # TGI: a list of tokens
         ("/extras/tokenize", lambda model, text: {"input": text}, "tokens"),  # llama-cpp-python
     )
