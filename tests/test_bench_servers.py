@@ -110,7 +110,9 @@ def test_llama_cpp_sends_no_usage_and_that_is_said(tmp_path):
 
 @need(TF)
 def test_requests_fail_and_are_counted_when_the_server_is_killed_mid_run(tmp_path):
-    workload = Workload(concurrency=2, duration=6, num_prompts=None, input_len=16, output_len=16, warmup=1)
+    # prompts from the tokenizer: no calibration requests before the kill
+    workload = Workload(concurrency=2, duration=6, num_prompts=None, input_len=16, output_len=16, warmup=1,
+                        tokenizer=str(MODEL))
     with firedup.launch([str(a) for a in tf(MODEL, free_port())], env=ENV, log=tmp_path / "s.log", stall=120) as server:
         killer = threading.Timer(2.0, lambda: os.killpg(server.pid, signal.SIGKILL))
         killer.start()
