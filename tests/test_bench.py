@@ -6,9 +6,11 @@ import sys
 
 import pytest
 
-from firedup.bench.compare import aggregate, compare, judge, workload_differences
+from firedup.bench.compare import (aggregate, compare, gatekept, holm, pvalue, t_pvalue, verdict,
+                                   workload_differences)
 from firedup.bench.metrics import RequestResult, compute, percentile
 from firedup.bench.run import calibrate, parse_prometheus, speculative
+from firedup.bench.prompts import WORDS, Tokenizer, from_tokenizer, lengths
 from firedup.bench.workload import Workload, WorkloadError, load_dataset
 from firedup.ledger.store import Ledger
 
@@ -109,26 +111,57 @@ def test_datasets(tmp_path):
     bad.write_bytes(b'{"prompt": "\xff\xfe"}\n')  # not UTF-8: a clear error, not a traceback
     with pytest.raises(WorkloadError, match="neither JSONL"):
         load_dataset(str(bad), 7)
-    assert len(Workload(num_prompts=5, dataset=str(jsonl)).prompts()) == 5
+    assert len(Workload(num_prompts=5, dataset=str(jsonl)).dataset_prompts()) == 5
     before = Workload(dataset=str(jsonl)).describe()
     jsonl.write_text('{"prompt": "hello again"}\n')  # same path, other prompts: not the same workload
     assert before["dataset_sha256"] != Workload(dataset=str(jsonl)).describe()["dataset_sha256"]
 
 
 def test_noise_is_told_from_a_change():
-    assert judge([100, 101, 99], [90, 91, 89], higher_is_better=True) == "regression"
-    assert judge([100, 101, 99], [100.5, 99.5, 101], higher_is_better=True) == "within noise"
-    assert judge([100, 110, 90], [82, 120, 101], higher_is_better=True) == "within noise"
-    assert judge([10, 11, 9], [20, 21, 19], higher_is_better=False) == "regression"  # latency up
-    assert judge([100], [90], higher_is_better=True).startswith("noise unknown")
+    assert t_pvalue(2.776, 4) == pytest.approx(0.05, abs=1e-4)  # Student's t tables, two-sided 95%
+    assert t_pvalue(12.706, 1) == pytest.approx(0.05, abs=1e-4) and t_pvalue(0.0, 3) == pytest.approx(1.0)
+    down = pvalue([100, 101, 99], [90, 91, 89], paired=False)
+    assert down < 0.001 and verdict(-10.0, down, higher_is_better=True) == "regression"
+    assert verdict(+100.0, down, higher_is_better=False) == "regression"  # latency up
+    assert verdict(+10.0, down, higher_is_better=True) == "improvement"
+    assert verdict(0.3, pvalue([100, 101, 99], [100.5, 99.5, 101], paired=False), True) == "within noise"
+    assert verdict(-1.0, pvalue([100, 110, 90], [82, 120, 101], paired=False), True) == "within noise"
     # Two launches of the same transformers serve, 3 repeats each (tok/s): 2 sigmas said "improvement"
-    assert judge([322.6, 362.6, 363.6], [384.9, 394.2, 417.9], higher_is_better=True) == "within noise"
+    assert pvalue([322.6, 362.6, 363.6], [384.9, 394.2, 417.9], paired=False) > 0.05
+    # A noise that multiplies: starts at half and at double speed; as ratios the 4x gain is steady
+    assert pvalue([10, 40, 20], [40, 160, 80], paired=True) == 0.0 < pvalue([10, 40, 20], [40, 160, 80], paired=False)
+    assert pvalue([100], [90], paired=False) is None and verdict(-10.0, None, True).startswith("noise unknown")
+    # Sure, but smaller than the minimum effect worth calling
+    small = pvalue([100, 100.1, 99.9], [97, 97.1, 96.9], paired=False)
+    assert small < 0.001 and verdict(-3.0, small, True) == "below 5%" and verdict(-3.0, small, True, 2.0) == "regression"
+
+
+def test_the_family_wise_error_is_held_over_the_metrics():
+    assert holm([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert holm([0.001]) == [0.001]
+    # throughput is the gate: the others are tested (with Holm) only when it changed
+    assert gatekept({"output_throughput": 0.01, "a": 0.01, "b": 0.04}) == pytest.approx(
+        {"output_throughput": 0.01, "a": 0.02, "b": 0.04})
+    assert gatekept({"output_throughput": 0.2, "a": 0.001}) == {"output_throughput": 0.2, "a": 0.2}
+    assert gatekept({"a": 0.01, "b": 0.04}) == pytest.approx({"a": 0.02, "b": 0.04})
+
+
+def test_pairs_of_interleaved_starts_cancel_drift():
+    """The machine slows down start by start, on both configurations alike:
+    as two separate runs the drift drowns a steady 2% gain; paired, it does not."""
+    a = [100.0, 90.0, 80.0, 70.0]
+    b = [102.1, 91.7, 81.6, 71.5]
+    assert pvalue(a, b, paired=False) > 0.5
+    assert pvalue(a, b, paired=True) < 0.001
 
 
 def _bench_run(ledger, **overrides):
-    metrics = aggregate([{"output_throughput": v, "mean_ttft_ms": 50.0, "client": "firedup 0.1.0", "model": "m"}
-                         for v in overrides.pop("throughput")])
+    ttft = overrides.pop("ttft", None) or [50.0] * len(overrides["throughput"])
+    metrics = aggregate([{"output_throughput": v, "mean_ttft_ms": t, "client": "firedup 0.1.0", "model": "m"}
+                         for v, t in zip(overrides.pop("throughput"), ttft)])
     metrics["repeats_across"] = overrides.pop("repeats_across", "server starts")
+    if "interleaved" in overrides:
+        metrics["interleaved"] = overrides.pop("interleaved")
     workload = {**Workload(concurrency=4).describe(), **overrides.pop("workload", {})}
     return ledger.record(kind="bench", outcome="ready", workload=workload, metrics=metrics, **overrides)
 
@@ -146,17 +179,50 @@ def test_compare_shows_deltas_noise_and_what_changed():
     assert row["changes"][0]["verdict"] == "regression" and row["changes"][0]["delta_pct"] == pytest.approx(-6.3, abs=0.1)
     keys = {(c["key"], c["a"], c["b"]) for c in report["changes"][0]}
     assert ("attention_backend", "flashinfer", "triton") in keys and ("torch", "2.8.0", "2.9.1") in keys
-    assert report["notes"] == []  # both runs' repeats came from separate server starts
+    assert len(report["notes"]) == 1 and "not interleaved" in report["notes"][0]  # drift is not told from an effect
     with Ledger() as ledger:
         d = _bench_run(ledger, throughput=[89.5, 89.0, 90.1], repeats_across="one server start")
         e = _bench_run(ledger, throughput=[83.9, 84.2, 83.5], repeats_across="one server start")
         notes = compare([ledger.get(d), ledger.get(e)])["notes"]
-    assert len(notes) == 1 and "--relaunch" in notes[0] and f"run {d}, {e}" in notes[0]
+    assert len(notes) == 2 and "--relaunch" in notes[1] and f"run {d}, {e}" in notes[1]
     text = run_cli("compare", str(a), str(b)).stdout.decode()
     assert "regression" in text and "attention_backend flashinfer → triton" in text
     refused = run_cli("compare", str(a), str(c))
     assert refused.returncode == 2 and "different workloads" in refused.stderr.decode()
     assert run_cli("compare", "--force", str(a), str(c)).returncode == 0
+
+
+def test_compare_pairs_interleaved_runs_and_corrects_for_many_metrics():
+    with Ledger() as ledger:
+        def pair(throughput_b, ttft_b, group):
+            ids = {"group": group, "order": "ABBA"}
+            a = _bench_run(ledger, throughput=[100, 90, 95, 85], ttft=[50, 52, 51, 53],
+                           interleaved={**ids, "side": "A"}, repeats_across="interleaved server starts")
+            b = _bench_run(ledger, throughput=throughput_b, ttft=ttft_b,
+                           interleaved={**ids, "side": "B"}, repeats_across="interleaved server starts")
+            report = compare([ledger.get(a), ledger.get(b)])
+            return a, b, report, {r["metric"]: r["changes"][0] for r in report["rows"]}
+
+        # interleaved A/A: TTFT alone at p ~ 0.03, but throughput, the gate, did not change: nothing called
+        a, b, report, rows = pair([106, 90, 103, 88], [53, 53, 55, 55], "g1")
+        ttft_alone = pvalue([50, 52, 51, 53], [53, 53, 55, 55], paired=True)
+        assert ttft_alone < 0.05 < rows["output_throughput"]["p"] == rows["mean_ttft_ms"]["p"]
+        assert {c["verdict"] for c in rows.values()} == {"within noise"}
+        assert report["tests"] == [{"paired": True, "correction": "output_throughput first, then holm", "alpha": 0.05,
+                                    "min_effect_pct": 5.0, "metrics_tested": 2}]
+        assert report["notes"] == []  # interleaved: nothing to warn about
+        text = run_cli("compare", str(a), str(b), "--min-effect", "3").stdout.decode()
+        assert "paired t-test over interleaved starts" in text and "≥ 3%" in text
+        # throughput up 10% at every pair: called; then TTFT is tested, sure but under the minimum effect
+        _, _, report, rows = pair([110, 99, 104.5, 93.5], [53, 53, 55, 55], "g2")
+        assert rows["output_throughput"]["verdict"] == "improvement"
+        assert rows["mean_ttft_ms"]["p"] == pytest.approx(ttft_alone) and rows["mean_ttft_ms"]["verdict"] == "below 5%"
+        # the A/A numbers, not interleaved: Welch's test, and the note
+        c = _bench_run(ledger, throughput=[100, 90, 95, 85])
+        d = _bench_run(ledger, throughput=[106, 90, 103, 88])
+        report = compare([ledger.get(c), ledger.get(d)])
+        assert report["tests"][0]["paired"] is False and "drift" in report["notes"][0]
+        assert all(c["verdict"] != "improvement" for r in report["rows"] for c in r["changes"])
 
 
 def test_bench_cli_plots_and_records(tmp_path):
@@ -179,6 +245,10 @@ def test_bench_usage_errors(tmp_path):
     proc = run_cli("bench", "http://127.0.0.1:9/", "--num-prompts", "1", "--warmup", "0")
     assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup:")
     assert run_cli("bench", "--calibrate", "--goodput", "speed:3").returncode == 2
+    for bad in (("--repeat", "1", "--", "a", "--vs", "b"), ("--repeat", "2", "--", "--vs", "b"),
+                ("--repeat", "2", "--", "a", "--vs", "b", "--vs", "c")):
+        proc = run_cli("run", *bad)
+        assert proc.returncode == 2 and len(proc.stderr.decode().splitlines()) == 1, proc.stderr
 
 
 def test_run_of_a_server_that_fails_says_why_and_benches_nothing(tmp_path):
@@ -189,3 +259,55 @@ def test_run_of_a_server_that_fails_says_why_and_benches_nothing(tmp_path):
     verdict = json.loads(proc.stdout.splitlines()[-1])
     assert proc.returncode == 1 and verdict["outcome"] == "failed" and verdict["cause"] == "missing_module"
     assert [r["kind"] for r in json.loads(run_cli("runs", "--json").stdout)] == ["launch"]
+
+
+def _tokenizer_file(tmp_path):
+    """A small byte-level BPE tokenizer, trained here (as the tiny model's is)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    text = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(0, len(WORDS), 7)] * 5
+    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+def test_prompts_from_a_tokenizer_encode_to_the_length_asked(tmp_path):
+    path = _tokenizer_file(tmp_path)
+    tokenizer = Tokenizer(str(tmp_path))  # a folder holding tokenizer.json, as vllm's --tokenizer
+    assert 0 not in tokenizer.allowed  # the special token is never drawn
+    built = from_tokenizer(tokenizer, lengths(40, 64, 16, 0.0, seed=1), seed=1)
+    assert [len(tokenizer.encode(p.text)) for p in built] == [p.tokens for p in built]  # counted, not assumed
+    # decoded ids can re-encode otherwise (" calls" "here" -> " call" "sh" "ere"): the retries bring most back
+    assert sum(p.tokens == 64 for p in built) >= 20 and sum(p.tokens for p in built) == pytest.approx(40 * 64, rel=0.02)
+    assert all(p.output_len == 16 and p.input_len == 64 for p in built)
+    again = from_tokenizer(Tokenizer(str(path)), lengths(40, 64, 16, 0.0, seed=1), seed=1)  # the file itself
+    assert [p.text for p in again] == [p.text for p in built]  # seeded
+
+
+def test_random_range_ratio_draws_lengths_as_vllm():
+    drawn = lengths(2000, 100, 20, 0.5, seed=3)
+    ins, outs = [i for i, _ in drawn], [o for _, o in drawn]
+    assert min(ins) == 50 and max(ins) == 150 and statistics.fmean(ins) == pytest.approx(100, rel=0.03)
+    assert min(outs) == 10 and max(outs) == 30
+    assert set(lengths(5, 64, 32, 0.0, 0)) == {(64, 32)}
+    with pytest.raises(WorkloadError, match=r"\[0, 1\)"):
+        lengths(5, 64, 32, 1.0, 0)
+
+
+def test_calibrated_input_lengths_are_said(tmp_path):
+    """The zero-work server has no tokenize endpoint: words, calibrated on its usage."""
+    result = calibrate(Workload(concurrency=2, num_prompts=20, input_len=30, output_len=4, warmup=0))
+    assert result.metrics["input_tokens_by"].startswith("calibrated: 1.000 tokens a word")
+    assert result.metrics["input_tokens_asked"] == result.metrics["total_input_tokens"] == 600
+    assert result.workload["prompts"] == "usage" and not result.warnings
+
+
+def test_bench_input_errors_are_one_line(tmp_path):
+    for args in (("--tokenizer", str(tmp_path / "missing")), ("--random-range-ratio", "1.5")):
+        proc = run_cli("bench", "--calibrate", "--num-prompts", "2", *args)
+        assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup: ")
+        assert len(proc.stderr.decode().splitlines()) == 1

@@ -9,6 +9,7 @@ import re
 import sys
 import threading
 import time
+import uuid
 from datetime import datetime
 from urllib.parse import urlsplit
 
@@ -18,8 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from . import __version__, rules, runs, slurm
-from .bench.compare import aggregate, compare, workload_differences
-from .bench.run import BenchResult, calibrate
+from .bench.compare import MIN_EFFECT_PCT, aggregate, compare, workload_differences
+from .bench.run import BenchResult, calibrate, served_model
 from .bench.run import run as bench_run
 from .bench import plot
 from .bench.client import HttpError
@@ -79,12 +80,18 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     size = p.add_mutually_exclusive_group()
     size.add_argument("--num-prompts", type=int, help="how many requests (default 100)")
     size.add_argument("--duration", type=_seconds, help="send requests for this many seconds")
-    p.add_argument("--input-len", type=int, default=256, help="words of a random prompt (default 256)")
+    p.add_argument("--input-len", type=int, default=256, help="tokens of a random prompt (default 256)")
+    p.add_argument("--random-range-ratio", type=float, default=0.0, metavar="R",
+                   help="lengths uniform in [L·(1-R), L·(1+R)], as vllm bench serve (default 0)")
+    p.add_argument("--tokenizer", metavar="PATH|MODEL_DIR",
+                   help="build prompts from this tokenizer's token ids, as vllm bench serve (needs firedup[tokenizer]; "
+                        "default: the server's tokenize endpoint, else words calibrated on its usage)")
     p.add_argument("--output-len", type=int, default=128, help="max tokens of an answer (default 128)")
     p.add_argument("--dataset", help="JSONL prompts ({\"prompt\": ..., \"output_len\": ...}) or a ShareGPT file")
     p.add_argument("--warmup", type=int, default=2, help="requests sent first and not counted")
     p.add_argument("--chat", action="store_true", help="use /v1/chat/completions")
-    p.add_argument("--model", help="default: the first of /v1/models")
+    p.add_argument("--model", help="the served model's name (default: from the launch's command line or "
+                                   "configuration, else the first of /v1/models)")
     p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"),
                    help="sent as a bearer token (default: OPENAI_API_KEY); never recorded")
     p.add_argument("--seed", type=int, default=0)
@@ -96,6 +103,12 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibrate", action="store_true", help="measure the client's own ceiling on a zero-work server")
     p.add_argument("--plot", metavar="FILE.png", help="throughput and latency over time (needs matplotlib)")
     p.add_argument("--json", action="store_true")
+
+
+def _min_effect_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--min-effect", type=float, default=MIN_EFFECT_PCT, metavar="PCT",
+                   help=f"the smallest change worth calling a regression or an improvement, in %% "
+                        f"(default {MIN_EFFECT_PCT:g})")
 
 
 def _ledger_option(p: argparse.ArgumentParser) -> None:
@@ -201,13 +214,17 @@ def _parser() -> argparse.ArgumentParser:
     _slurm_options(rn)
     rn.add_argument("--relaunch", action="store_true",
                     help="start the server afresh for each --repeat: the noise then includes start-to-start variation")
+    _min_effect_option(rn)
     _bench_options(rn)
     _ledger_option(rn)
-    rn.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command line")
+    rn.add_argument("cmd", nargs=argparse.REMAINDER,
+                    help="-- then the server's command line; -- CMD_A --vs CMD_B: two configurations, their "
+                         "--repeat starts interleaved (A B B A ...), compared pair by pair")
 
     cp = sub.add_parser("compare", help="benchmark runs side by side: deltas, noise, what changed")
     cp.add_argument("runs", type=int, nargs="+", metavar="RUN")
     cp.add_argument("--force", action="store_true", help="compare even when the workloads differ")
+    _min_effect_option(cp)
     cp.add_argument("--plot", metavar="FILE.png", help="the key metrics side by side (needs matplotlib)")
     cp.add_argument("--json", action="store_true")
     _ledger_option(cp)
@@ -565,7 +582,7 @@ def _workload(args: argparse.Namespace) -> Workload:
                     concurrency=args.max_concurrency if args.request_rate else (args.concurrency or 1),
                     request_rate=args.request_rate, burstiness=args.burstiness, dataset=args.dataset,
                     chat=args.chat, seed=args.seed, warmup=args.warmup, temperature=args.temperature,
-                    ignore_eos=args.ignore_eos)
+                    ignore_eos=args.ignore_eos, random_range_ratio=args.random_range_ratio, tokenizer=args.tokenizer)
 
 
 def _goodput(specs: list[str] | None) -> dict[str, float] | None:
@@ -580,8 +597,19 @@ def _goodput(specs: list[str] | None) -> dict[str, float] | None:
     return out
 
 
-def _bench_results(url: str, args: argparse.Namespace, console: Console, count: int) -> list[BenchResult]:
+def _model(args: argparse.Namespace, launch_run: dict | None) -> tuple[str | None, str]:
+    """--model, else the launch's recorded command line or configuration; else
+    (None) the benchmark asks /v1/models."""
+    if args.model:
+        return args.model, "--model"
+    found = served_model(launch_run.get("command") or [], launch_run.get("config") or {}) if launch_run else None
+    return found or (None, "")
+
+
+def _bench_results(url: str, args: argparse.Namespace, console: Console, count: int,
+                   launch_run: dict | None = None) -> list[BenchResult]:
     workload = _workload(args)
+    model, model_source = _model(args, launch_run)
     percentiles = [float(p) for p in args.percentiles.split(",") if p.strip()]
     results = []
     show = console.is_terminal and not args.json
@@ -589,7 +617,7 @@ def _bench_results(url: str, args: argparse.Namespace, console: Console, count: 
                   console=console, transient=True, disable=not show) as progress:
         task = progress.add_task("requests", total=(workload.num_prompts or 0) * count or None)
         for _ in range(count):
-            kwargs = {"model": args.model, "percentiles": percentiles, "goodput": _goodput(args.goodput),
+            kwargs = {"model": model, "model_source": model_source, "percentiles": percentiles, "goodput": _goodput(args.goodput),
                       "api_key": args.api_key, "on_result": lambda r: progress.advance(task)}
             result = calibrate(workload, **kwargs) if args.calibrate else bench_run(url, workload, **kwargs)
             results.append(result)
@@ -598,14 +626,16 @@ def _bench_results(url: str, args: argparse.Namespace, console: Console, count: 
 
 def _aggregate(results: list[BenchResult], across_starts: bool) -> dict:
     metrics = aggregate([{**r.metrics, "client": f"firedup {__version__}", "model": r.model,
+                          "model_source": r.model_source,
                           "health": r.health, "speculative": r.speculative} for r in results])
     if len(results) > 1:  # what the run-to-run noise covers
         metrics["repeats_across"] = "server starts" if across_starts else "one server start"
     return metrics
 
 
-def _bench(url: str, args: argparse.Namespace, console: Console) -> tuple[dict, BenchResult]:
-    results = _bench_results(url, args, console, args.repeat)
+def _bench(url: str, args: argparse.Namespace, console: Console,
+           launch_run: dict | None = None) -> tuple[dict, BenchResult]:
+    results = _bench_results(url, args, console, args.repeat, launch_run)
     return _aggregate(results, across_starts=False), results[-1]
 
 
@@ -656,8 +686,32 @@ def cmd_bench(args: argparse.Namespace) -> int:
         metrics, result = _bench("", args, console)
         return _show_bench(args, console, metrics, result, _record_bench(ledger, metrics, result, None, "calibrate"))
     url, launch_run, name = _target(ledger, args.target)
-    metrics, result = _bench(url, args, console)
+    metrics, result = _bench(url, args, console, launch_run)
     return _show_bench(args, console, metrics, result, _record_bench(ledger, metrics, result, launch_run, name))
+
+
+VS = "--vs"  # firedup run [options] -- CMD_A --vs CMD_B
+
+
+def _start_and_bench(cmd: list[str], name: str | None, args: argparse.Namespace, console: Console, ledger: Ledger,
+                     sinks: list, count: int) -> tuple[list[BenchResult], dict | None, str] | int:
+    """One server start, benchmarked ``count`` times, then stopped: the
+    results, the launch's ledger record and its name, or the exit code of a start that failed."""
+    if args.slurm:  # the benchmark is aimed at the head node
+        launched = _launch_slurm(args, cmd, list(sinks), ledger, kill_on_stall=True)
+    else:
+        launched = start_and_watch(cmd, name=name, server=args.server, url=args.url, stall=args.stall,
+                                   timeout=args.timeout, kill_on_stall=True, sinks=sinks, ledger=ledger,
+                                   port_check=args.port_check == "on")
+    try:
+        if launched.verdict.outcome != "ready":
+            return _finish(sinks or [JsonEvents()], launched.verdict, launched.note)
+        if not launched.run.url:
+            raise InputError("the server's URL is not known: pass --url")
+        launch_run = ledger.get(launched.verdict.run_id)
+        return _bench_results(launched.run.url, args, console, count, launch_run), launch_run, launched.run.name
+    finally:
+        launched.stop()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -665,26 +719,59 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     ledger = Ledger(args.ledger)
     sinks = [PlainView(console)] if not args.json else []
+    if VS in cmd:
+        return _run_interleaved(cmd, args, console, ledger, sinks)
     starts = args.repeat if args.relaunch else 1
     results: list[BenchResult] = []
     for _ in range(starts):
-        if args.slurm:  # the benchmark is aimed at the head node
-            launched = _launch_slurm(args, cmd, list(sinks), ledger, kill_on_stall=True)
-        else:
-            launched = start_and_watch(cmd, name=args.name, server=args.server, url=args.url, stall=args.stall,
-                                       timeout=args.timeout, kill_on_stall=True, sinks=sinks, ledger=ledger,
-                                       port_check=args.port_check == "on")
-        try:
-            if launched.verdict.outcome != "ready":
-                return _finish(sinks or [JsonEvents()], launched.verdict, launched.note)
-            if not launched.run.url:
-                raise InputError("the server's URL is not known: pass --url")
-            results += _bench_results(launched.run.url, args, console, args.repeat // starts)
-        finally:
-            launched.stop()
+        started = _start_and_bench(cmd, args.name, args, console, ledger, sinks, args.repeat // starts)
+        if isinstance(started, int):
+            return started
+        results += started[0]
     metrics = _aggregate(results, across_starts=starts > 1)
-    run_id = _record_bench(ledger, metrics, results[-1], ledger.get(launched.verdict.run_id), launched.run.name)
+    run_id = _record_bench(ledger, metrics, results[-1], started[1], started[2])
     return _show_bench(args, console, metrics, results[-1], run_id)
+
+
+def _run_interleaved(cmd: list[str], args: argparse.Namespace, console: Console, ledger: Ledger, sinks: list) -> int:
+    """A/B: each configuration started --repeat times, alternately (A B, B A,
+    A B, ...: a drift in the machine's load falls on both, and a steady one
+    on each first in turn), one benchmark a start; recorded as two runs whose
+    repeats compare pair by pair."""
+    at = cmd.index(VS)
+    commands = {"A": cmd[:at], "B": cmd[at + 1:]}
+    if not commands["A"] or not commands["B"] or VS in commands["B"]:
+        raise InputError(f"run takes two commands at most: firedup run [options] -- CMD_A {VS} CMD_B")
+    if args.repeat < 2:
+        raise InputError("an interleaved run needs --repeat 2 or more (the pairs are the noise)")
+    results: dict[str, list[BenchResult]] = {"A": [], "B": []}
+    launches: dict[str, tuple[dict | None, str]] = {}
+    order = ""
+    for i in range(args.repeat):
+        for side in "AB" if i % 2 == 0 else "BA":
+            started = _start_and_bench(commands[side], f"{args.name or 'ab'}-{side.lower()}", args, console,
+                                       ledger, sinks, 1)
+            if isinstance(started, int):
+                return started
+            results[side] += started[0]
+            launches[side] = started[1:]
+            order += side
+    group = uuid.uuid4().hex[:12]
+    ids = {}
+    for side in "AB":
+        metrics = _aggregate(results[side], across_starts=True)
+        metrics.update(repeats_across="interleaved server starts",
+                       interleaved={"group": group, "side": side, "order": order})
+        ids[side] = _record_bench(ledger, metrics, results[side][-1], *launches[side])
+    report = compare([ledger.get(ids["A"]), ledger.get(ids["B"])], args.min_effect)
+    if args.json:
+        print(json.dumps({"runs": {"A": ids["A"], "B": ids["B"]}, "order": order, "compare": report}, default=str))
+    else:
+        view.compare_table(report, console)
+        console.print(Text(f"recorded as runs {ids['A']} (A) and {ids['B']} (B), started {' '.join(order)} "
+                           f"(firedup compare {ids['A']} {ids['B']})", "dim"))
+    valid = all(r.valid for side in results.values() for r in side)
+    return 0 if valid else 1
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -698,12 +785,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if len(chosen) < 2:
         raise InputError("compare needs two runs or more")
     for other in chosen[1:]:
-        differences = workload_differences(chosen[0], other)
+        differences = workload_differences(chosen[0], other, Workload().describe())
         if differences and not args.force:
             listed = "; ".join(f"{k} {a} vs {b}" for k, a, b in differences)
             raise InputError(f"runs {chosen[0]['id']} and {other['id']} measured different workloads ({listed}): "
                              "their numbers are not comparable (--force to compare anyway)")
-    report = compare(chosen)
+    report = compare(chosen, args.min_effect)
     if args.plot:
         plot.comparison(report, args.plot)
     if args.json:

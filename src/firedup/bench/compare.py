@@ -1,6 +1,18 @@
 """Compare benchmark runs from the ledger: side by side with deltas, refusing
 workloads that differ, telling a real change from run-to-run noise when the
-runs were repeated, and showing what changed in configuration and environment."""
+runs were repeated, and showing what changed in configuration and environment.
+
+A change is called when it is both unlikely under the noise, with the
+family-wise error held at 5% across every metric compared, and at least the
+minimum effect worth calling. The metrics are tested as a gatekeeper and its
+family: output throughput first, at 5%; the others, with Holm's correction at
+5%, only when throughput changed. With the three or so repeats a benchmark
+gets, Holm over all fourteen alone would call only an effect several times the
+noise; the gate keeps the error at 5% and the headline metric's power whole,
+at the price of not calling a change that leaves throughput alone. Repeats that were interleaved with the
+other run's (``firedup run -- A --vs B``) are compared pair by pair, so that
+drift in the machine's load falls on both sides; repeats that were not cannot
+tell drift from an effect, and the report says so."""
 
 from __future__ import annotations
 
@@ -16,12 +28,12 @@ KEYS = (("output_throughput", True), ("spec_decode_acceptance_rate", True), ("sp
         ("request_goodput", True), ("mean_ttft_ms", False), ("median_ttft_ms", False), ("p99_ttft_ms", False),
         ("mean_tpot_ms", False), ("median_tpot_ms", False), ("p99_tpot_ms", False), ("mean_itl_ms", False),
         ("p99_itl_ms", False), ("mean_e2el_ms", False), ("p99_e2el_ms", False), ("failed", False))
-# Workload fields that may differ without making runs incomparable.
-NEUTRAL = {"warmup"}
-# Two-sided 95% critical values of Student's t by degrees of freedom: with the
-# handful of repeats a benchmark gets, 2 sigmas would call noise a change.
-T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-       2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+# Workload fields that may differ without making runs incomparable (the
+# tokenizer by its path: a different model is told by the model's name).
+NEUTRAL = {"warmup", "tokenizer"}
+ALPHA = 0.05  # family-wise, over the metrics compared
+GATE = "output_throughput"  # tested first; the other metrics only when it changed
+MIN_EFFECT_PCT = 5.0  # below this a change is not worth calling, however sure
 
 
 def aggregate(repeats: list[dict[str, Any]]) -> dict[str, Any]:
@@ -35,9 +47,13 @@ def aggregate(repeats: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def workload_differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def workload_differences(a: dict[str, Any], b: dict[str, Any],
+                         defaults: dict[str, Any] | None = None) -> list[tuple[str, Any, Any]]:
+    """``defaults``: the value a field had before runs recorded it."""
+    defaults = defaults or {}
     keys = sorted((set(a["workload"]) | set(b["workload"])) - NEUTRAL)
-    out = [(k, a["workload"].get(k), b["workload"].get(k)) for k in keys if a["workload"].get(k) != b["workload"].get(k)]
+    values = [(k, a["workload"].get(k, defaults.get(k)), b["workload"].get(k, defaults.get(k))) for k in keys]
+    out = [(k, x, y) for k, x, y in values if x != y]
     for key in ("client", "model"):
         if a["metrics"].get(key) != b["metrics"].get(key):
             out.append((key, a["metrics"].get(key), b["metrics"].get(key)))
@@ -49,48 +65,140 @@ def _samples(run: dict[str, Any], key: str) -> list[float]:
     return [r[key] for r in repeats if isinstance(r.get(key), (int, float))]
 
 
-def judge(a: list[float], b: list[float], higher_is_better: bool) -> str:
-    """regression, improvement, within noise, or unknown noise (no repeats):
-    a change counts when Welch's t-test puts it outside 95% of run-to-run noise."""
-    if not a or not b:
-        return ""
-    mean_a, mean_b = statistics.fmean(a), statistics.fmean(b)
-    if mean_a == mean_b:
-        return "same"
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (a continued fraction, Lentz's method)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):  # the fraction converges fast only below this point
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 300):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-14:
+            break
+    return front * f
+
+
+def t_pvalue(t: float, df: float) -> float:
+    """Two-sided p-value of Student's t with ``df`` degrees of freedom."""
+    if math.isinf(t):
+        return 0.0
+    return _betainc(df / 2, 0.5, df / (df + t * t))
+
+
+def pvalue(a: list[float], b: list[float], paired: bool) -> float | None:
+    """How likely a difference this large is under the noise alone: a paired
+    t-test over interleaved repeats (pair i: a[i], b[i]), else Welch's (the
+    two runs' repeats may spread differently). Positive values are compared
+    as logarithms: a server's noise multiplies (a start that runs at half
+    speed halves throughput and doubles latencies), so ratios are what the
+    repeats share. None: too few repeats."""
+    if a and b and min(a + b) > 0:
+        a, b = [math.log(x) for x in a], [math.log(x) for x in b]
+    if paired:
+        d = [y - x for x, y in zip(a, b)]
+        if len(d) < 2:
+            return None
+        mean, sd = statistics.fmean(d), statistics.stdev(d)
+        if sd == 0:
+            return 1.0 if mean == 0 else 0.0
+        return t_pvalue(mean / (sd / math.sqrt(len(d))), len(d) - 1)
     if len(a) < 2 or len(b) < 2:
-        return "noise unknown (use --repeat)"
-    # Welch's t-test: the two runs' repeats may spread differently.
+        return None
     va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    spread = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if va + vb else math.inf
-    critical = T95[int(df) - 1] if df < len(T95) else 1.96
-    if abs(mean_b - mean_a) <= critical * spread:
+    if va + vb == 0:
+        return 1.0 if statistics.fmean(a) == statistics.fmean(b) else 0.0
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    return t_pvalue((statistics.fmean(b) - statistics.fmean(a)) / math.sqrt(va + vb), df)
+
+
+def gatekept(pvalues: dict[str, float]) -> dict[str, float]:
+    """Adjusted p-values of serial gatekeeping: GATE's own, and for each other
+    metric the larger of GATE's and its Holm-adjusted one (without GATE, Holm alone)."""
+    if GATE not in pvalues:
+        return dict(zip(pvalues, holm(list(pvalues.values()))))
+    gate = pvalues[GATE]
+    rest = {k: p for k, p in pvalues.items() if k != GATE}
+    return {GATE: gate, **{k: max(gate, p) for k, p in zip(rest, holm(list(rest.values())))}}
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjustment: a metric is called at family-wise level
+    ALPHA when its adjusted p-value is below ALPHA."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted = [1.0] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def verdict(delta_pct: float | None, p_adjusted: float | None, higher_is_better: bool,
+            min_effect_pct: float = MIN_EFFECT_PCT) -> str:
+    if delta_pct == 0:
+        return "same"
+    if p_adjusted is None:
+        return "noise unknown (use --repeat)"
+    if p_adjusted >= ALPHA:
         return "within noise"
-    better = (mean_b > mean_a) == higher_is_better
-    return "improvement" if better else "regression"
+    if delta_pct is None or abs(delta_pct) < min_effect_pct:
+        return f"below {min_effect_pct:g}%"
+    return "improvement" if (delta_pct > 0) == higher_is_better else "regression"
 
 
-def compare(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def interleaved(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether the two runs' repeats alternated, start by start, in one ``firedup run -- A --vs B``."""
+    ia, ib = a["metrics"].get("interleaved") or {}, b["metrics"].get("interleaved") or {}
+    return bool(ia) and ia.get("group") == ib.get("group") and ia.get("side") != ib.get("side")
+
+
+def compare(runs: list[dict[str, Any]], min_effect_pct: float = MIN_EFFECT_PCT) -> dict[str, Any]:
     base = runs[0]
     rows = []
     for key, higher in KEYS:
-        a = _samples(base, key)
-        if not a:
-            continue
-        row: dict[str, Any] = {"metric": key, "values": [statistics.fmean(_samples(r, key)) if _samples(r, key) else None
-                                                          for r in runs], "changes": []}
-        for other in runs[1:]:
-            b = _samples(other, key)
-            mean_a, mean_b = statistics.fmean(a), statistics.fmean(b) if b else None
-            delta = (mean_b - mean_a) / mean_a * 100 if b and mean_a else None
-            row["changes"].append({"delta_pct": delta, "verdict": judge(a, b, higher)})
-        rows.append(row)
+        if _samples(base, key):
+            rows.append({"metric": key, "higher_is_better": higher, "changes": [],
+                         "values": [statistics.fmean(_samples(r, key)) if _samples(r, key) else None for r in runs]})
+    notes, tests = [], []
+    for other in runs[1:]:
+        paired = interleaved(base, other)
+        tests.append({"paired": paired, "correction": f"{GATE} first, then holm", "alpha": ALPHA,
+                      "min_effect_pct": min_effect_pct})
+        changes = []
+        for row in rows:
+            a, b = _samples(base, row["metric"]), _samples(other, row["metric"])
+            mean_a = statistics.fmean(a)
+            delta = (statistics.fmean(b) - mean_a) / mean_a * 100 if b and mean_a else (0.0 if b == a else None)
+            changes.append({"delta_pct": delta, "p": None if not b or delta == 0 else pvalue(a, b, paired)})
+        tested = {row["metric"]: c for row, c in zip(rows, changes) if c["p"] is not None}
+        for metric, adjusted in gatekept({m: c["p"] for m, c in tested.items()}).items():
+            tested[metric]["p"] = adjusted  # reported adjusted: compare it with ALPHA as it stands
+        for row, change in zip(rows, changes):
+            change["verdict"] = verdict(change["delta_pct"], change["p"], row["higher_is_better"], min_effect_pct)
+            row["changes"].append(change)
+        tests[-1]["metrics_tested"] = len(tested)
+        if not paired and tested:
+            notes.append(f"runs {base['id']} and {other['id']} were not interleaved: drift in the machine's load "
+                         "between them cannot be told from an effect (firedup run --repeat K -- CMD_A --vs CMD_B "
+                         "alternates their server starts)")
     changes = [
         [c for c in history.diff(base, other) if c["section"] != "phases"] for other in runs[1:]
     ]
-    notes = []
     one_start = [r["id"] for r in runs if r["metrics"].get("repeats_across") == "one server start"]
     if one_start and any(c["verdict"] in ("regression", "improvement") for row in rows for c in row["changes"]):
         notes.append(f"the repeats of run {', '.join(map(str, one_start))} shared one server start: the noise does "
                      "not hold start-to-start variation (firedup run --repeat K --relaunch measures it)")
-    return {"runs": [r["id"] for r in runs], "rows": rows, "changes": changes, "notes": notes}
+    return {"runs": [r["id"] for r in runs], "rows": rows, "tests": tests, "changes": changes, "notes": notes}

@@ -25,6 +25,8 @@ class RequestResult:
     error: str = ""
     id: str = ""  # the server's response id, to find the request in the server's log
     usage: bool = True  # False: the server sent no usage, so output_tokens is the count of chunks
+    asked_input: int | None = None  # input tokens asked (random prompts)
+    asked_output: int = 0  # max_tokens asked
 
     def to_dict(self) -> dict[str, Any]:
         return {**vars(self), "itl": list(self.itl)}

@@ -15,13 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import client, metrics
+from . import client, metrics, prompts
+from .prompts import Prompt
 from .workload import Workload
 
 # A run whose client could not keep up is not the server's number.
 MAX_LOOP_LAG_MS = 50.0
 MAX_CLIENT_CPU = 0.9  # of one core
 MIN_RATE_ACHIEVED = 0.95
+MAX_INPUT_OFF = 0.02  # input tokens counted by the server vs asked
 LAG_PROBE = 0.01
 
 
@@ -29,6 +31,7 @@ LAG_PROBE = 0.01
 class BenchResult:
     url: str
     model: str
+    model_source: str
     workload: dict[str, Any]
     metrics: dict[str, Any]
     health: dict[str, Any]
@@ -41,20 +44,83 @@ class BenchResult:
         return self.health["valid"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"url": self.url, "model": self.model, "workload": self.workload, **self.metrics,
-                **metrics.vllm_arrays(self.requests), "health": self.health, "speculative": self.speculative,
+        return {"url": self.url, "model": self.model, "model_source": self.model_source, "workload": self.workload,
+                **self.metrics, **metrics.vllm_arrays(self.requests), "health": self.health, "speculative": self.speculative,
                 "warnings": self.warnings, "requests": self.requests}
 
 
 async def _model(endpoint: client.Endpoint) -> str:
+    """The last resort for the model's name: a server can serve completions
+    while its /v1/models fails (transformers serve without a Hugging Face cache folder)."""
     conn = await endpoint.connect()
     try:
         models = await conn.get_json("/v1/models")
         return models["data"][0]["id"]
     except (KeyError, IndexError, TypeError):
-        raise client.HttpError("GET /v1/models named no model: pass --model") from None
+        raise client.HttpError("GET /v1/models named no model: pass --model NAME") from None
+    except client.HttpError as e:
+        raise client.HttpError(f"{e}: pass --model NAME") from None
     finally:
         conn.close()
+
+
+# Flags naming the model a server serves, by family, the served name first.
+SERVED_NAME_FLAGS = ("--served-model-name", "--alias")  # vLLM and SGLang; llama.cpp
+MODEL_FLAGS = ("--model", "--model-path", "--model-id", "-m")  # vLLM, llama-cpp-python; SGLang; TGI; llama.cpp
+
+
+def served_model(command: list[str], config: dict[str, Any]) -> tuple[str, str] | None:
+    """The model's name from a launch's command line, else from the
+    configuration the server printed: (name, where it came from)."""
+    def value(flags: tuple[str, ...]) -> str | None:
+        for i, arg in enumerate(command):
+            flag, eq, rest = arg.partition("=")
+            if flag in flags and not (flag == "-m" and i and re.search(r"python[\d.]*$", command[i - 1])):
+                return rest if eq else (command[i + 1] if i + 1 < len(command) else None)
+        return None
+
+    name = value(SERVED_NAME_FLAGS) or value(MODEL_FLAGS)
+    if name is None and "serve" in command[:-1]:  # vllm serve M, transformers serve M
+        following = command[command.index("serve") + 1]
+        name = following if not following.startswith("-") else None
+    if name:
+        return name, "the launch's command line"
+    if config.get("model"):
+        return str(config["model"]), "the configuration the server printed"
+    return None
+
+
+async def _prompts(workload: Workload, endpoint: client.Endpoint, pool: _Pool,
+                   model: str) -> tuple[list[Prompt], str, str]:
+    """The run's prompts, and how their input lengths were made the server's
+    tokens: in a word (for the workload) and in a sentence (for the report)."""
+    if workload.dataset:
+        return workload.dataset_prompts(), "dataset", "the dataset (lengths as written)"
+    sizes = workload.sizes()
+    if workload.local_tokenizer:
+        return (prompts.from_tokenizer(workload.local_tokenizer, sizes, workload.seed), "tokenizer",
+                f"tokenizer {workload.tokenizer} (random token ids, as vllm bench serve's random dataset)")
+    counter = prompts.ServerTokenizer(endpoint, model)
+    try:
+        path = await counter.find()
+        if path:
+            return (await prompts.fitted(counter, sizes, workload.seed), "endpoint",
+                    f"the server's POST {path} (random words fitted to the length)")
+    finally:
+        counter.close()
+    # Requests of one output token, not counted: how many tokens the server makes of a word.
+    counted = []
+    for probe in prompts.scaled(sizes[:prompts.CALIBRATION_REQUESTS], workload.seed + 1, 1.0):
+        r = await _one(pool, workload, model, Prompt(probe.text, 1), time.perf_counter())
+        if r.ok and r.prompt_tokens:
+            counted.append((r.prompt_tokens, len(probe.text.split())))
+    if not counted:
+        return (prompts.scaled(sizes, workload.seed, 1.0), "words",
+                "words: the server has no tokenize endpoint and sent no usage to calibrate on (pass --tokenizer)")
+    ratio = sum(t for t, _ in counted) / sum(w for _, w in counted)
+    return (prompts.scaled(sizes, workload.seed, ratio), "usage",
+            f"calibrated: {ratio:.3f} tokens a word in the server's usage of {len(counted)} requests sent first "
+            "(no --tokenizer, no tokenize endpoint)")
 
 
 async def _prometheus(endpoint: client.Endpoint) -> dict[str, dict[str, float]]:
@@ -146,27 +212,32 @@ class _Pool:
             conn.close()
 
 
-async def _one(pool: _Pool, workload: Workload, model: str, prompt: str, max_tokens: int, t0: float):
-    path, payload = workload.payload(model, prompt, max_tokens)
+async def _one(pool: _Pool, workload: Workload, model: str, p: Prompt, t0: float) -> metrics.RequestResult:
+    path, payload = workload.payload(model, p.text, p.output_len)
     try:
         conn = await pool.get()
     except OSError as e:
-        return metrics.RequestResult(ok=False, start=time.perf_counter() - t0, error=f"connect: {e}")
-    result = await client.stream(conn, path, payload, workload.chat, t0)
-    pool.put(conn)
+        result = metrics.RequestResult(ok=False, start=time.perf_counter() - t0, error=f"connect: {e}")
+    else:
+        result = await client.stream(conn, path, payload, workload.chat, t0)
+        pool.put(conn)
+    result.asked_input, result.asked_output = p.input_len, p.output_len
     return result
 
 
 async def run_async(url: str, workload: Workload, model: str | None = None,
                     on_result: Callable[[metrics.RequestResult], None] | None = None,
                     percentiles: list[float] = (99,), goodput: dict[str, float] | None = None,
-                    api_key: str | None = None) -> BenchResult:
+                    api_key: str | None = None, model_source: str = "--model") -> BenchResult:
+    """``model``: the served model's name (default: the first of /v1/models),
+    ``model_source``: where that name came from, for the report."""
     endpoint = client.Endpoint(url, api_key)
-    model = model or await _model(endpoint)
-    items = workload.prompts()
+    if not model:
+        model, model_source = await _model(endpoint), "GET /v1/models"
     pool = _Pool(endpoint)
-    for prompt, n in items[:workload.warmup]:
-        await _one(pool, workload, model, prompt, n, time.perf_counter())
+    items, prompt_kind, prompt_source = await _prompts(workload, endpoint, pool, model)
+    for p in items[:workload.warmup]:
+        await _one(pool, workload, model, p, time.perf_counter())
     before = await _prometheus(endpoint)
 
     results: list[metrics.RequestResult] = []
@@ -199,17 +270,16 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
         gate = asyncio.Semaphore(workload.concurrency) if workload.concurrency else None
         tasks = []
 
-        async def limited(prompt: str, n: int) -> None:
+        async def limited(p: Prompt) -> None:
             if gate is None:
-                done(await _one(pool, workload, model, prompt, n, t0))
+                done(await _one(pool, workload, model, p, t0))
                 return
             async with gate:
-                done(await _one(pool, workload, model, prompt, n, t0))
+                done(await _one(pool, workload, model, p, t0))
 
         next_at = t0
         while more():
-            prompt, n = items[sent % len(items)]
-            tasks.append(asyncio.create_task(limited(prompt, n)))
+            tasks.append(asyncio.create_task(limited(items[sent % len(items)])))
             sent += 1
             next_at += rng.gammavariate(workload.burstiness, 1.0 / (workload.request_rate * workload.burstiness))
             await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
@@ -220,9 +290,9 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
         async def worker() -> None:
             nonlocal sent
             while more():
-                prompt, n = items[sent % len(items)]
+                p = items[sent % len(items)]
                 sent += 1
-                done(await _one(pool, workload, model, prompt, n, t0))
+                done(await _one(pool, workload, model, p, t0))
 
         await asyncio.gather(*(worker() for _ in range(workload.concurrency or 1)))
         send_span = time.perf_counter() - t0
@@ -240,7 +310,7 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
                               "sent": sent}
     computed = metrics.compute(results, duration, percentiles=list(percentiles), goodput=goodput)
     computed.update(max_concurrency=workload.concurrency, request_rate=workload.request_rate,
-                    burstiness=workload.burstiness)
+                    burstiness=workload.burstiness, input_tokens_by=prompt_source)
     problems = []
     if workload.request_rate:
         achieved = sent / send_span if send_span else 0.0
@@ -270,16 +340,34 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
     if off > 0.01:
         warnings.append(f"streamed chunks and the server's usage disagree by {100 * off:.1f}% on output tokens "
                         "(several tokens per chunk?): token counts are the server's")
-    if not workload.dataset:  # random prompts all ask for output_len tokens
-        short = sum(1 for r in results if r.ok and r.output_tokens < workload.output_len)
+    if not workload.dataset:  # random prompts ask for their output lengths
+        short = sum(1 for r in results if r.ok and r.output_tokens < r.asked_output)
         if short:
-            warnings.append(f"{short} request(s) stopped before {workload.output_len} tokens (end of sequence): "
+            warnings.append(f"{short} request(s) stopped before the tokens asked (end of sequence): "
                             "output throughput counts the tokens generated (--ignore-eos asks for all)")
+        warnings += _input_lengths(results, computed, workload.chat)
     spec = speculative(before, after)
     if spec:  # flat too, under vllm bench serve's keys, so that compare shows acceptance beside throughput
         computed.update({f"spec_decode_{k}": v for k, v in spec.items() if k != "source"})
-    return BenchResult(url=endpoint.base, model=model, workload=workload.describe(), metrics=computed,
+    return BenchResult(url=endpoint.base, model=model, model_source=model_source,
+                       workload={**workload.describe(), "prompts": prompt_kind}, metrics=computed,
                        health=health, requests=[r.to_dict() for r in results], speculative=spec, warnings=warnings)
+
+
+def _input_lengths(results: list[metrics.RequestResult], computed: dict[str, Any], chat: bool) -> list[str]:
+    """Input tokens asked beside those the server counted: more than
+    MAX_INPUT_OFF apart is said, as the output-length check says its own."""
+    counted = [r for r in results if r.ok and r.usage and r.asked_input]
+    asked, sent = sum(r.asked_input for r in counted), sum(r.prompt_tokens for r in counted)
+    computed["input_tokens_asked"] = sum(r.asked_input or 0 for r in results if r.ok)
+    if not asked or abs(sent - asked) <= MAX_INPUT_OFF * asked:
+        return []
+    why = ("the chat template's tokens count too" if chat else
+           "lengths are right only on average without --tokenizer or a tokenize endpoint"
+           if computed["input_tokens_by"].startswith("calibrated") else
+           "the server adds tokens of its own (a BOS?), or its tokenizer is not the one used here")
+    return [f"the server counted {sent} input tokens where {asked} were asked ({100 * (sent - asked) / asked:+.1f}%, "
+            f"{sent / len(counted):.1f} a prompt): {why}"]
 
 
 def run(url: str, workload: Workload, **kwargs: Any) -> BenchResult:

@@ -6,25 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-# Short common words: about one token each for most tokenizers.
-WORDS = ("the of and to in is you that it he was for on are as with his they at be this have from or one had "
-         "by word but not what all were we when your can said there use an each which she do how their if will "
-         "up other about out many then them these so some her would make like him into time has look two more "
-         "write go see number no way could people my than first water been call who oil its now find long down "
-         "day did get come made may part over new sound take only little work know place year live me back give "
-         "most very after thing our just name good sentence man think say great where help through much before "
-         "line right too mean old any same tell boy follow came want show also around form three small set put "
-         "end does another well large must big even such because turn here why ask went men read need land").split()
-
-
-class WorkloadError(ValueError):
-    pass
+from .prompts import Prompt, Tokenizer, WorkloadError, lengths
 
 
 @dataclass
@@ -42,6 +29,17 @@ class Workload:
     warmup: int = 2
     temperature: float = 0.0
     ignore_eos: bool = False
+    random_range_ratio: float = 0.0
+    tokenizer: str | None = None  # a tokenizer.json or a model folder holding one
+
+    @cached_property
+    def local_tokenizer(self) -> Tokenizer | None:
+        """The --tokenizer, loaded once for every repeat (None without one)."""
+        return Tokenizer(self.tokenizer) if self.tokenizer else None
+
+    def sizes(self) -> list[tuple[int, int]]:
+        """(input tokens, output tokens) of each random prompt, enough for the run."""
+        return lengths(self.num_prompts or 1000, self.input_len, self.output_len, self.random_range_ratio, self.seed)
 
     def describe(self) -> dict[str, Any]:
         """What must match for two runs to be comparable: a dataset by its
@@ -56,15 +54,9 @@ class Workload:
         """The dataset's prompts and its sha256, read once for every repeat."""
         return load_dataset(self.dataset, self.output_len)
 
-    def prompts(self) -> list[tuple[str, int]]:
-        """(prompt, max output tokens) pairs, enough for the run."""
-        if self.dataset:
-            items = self._dataset[0]
-        else:
-            rng = random.Random(self.seed)
-            count = self.num_prompts or 1000
-            items = [(" ".join(rng.choice(WORDS) for _ in range(self.input_len)), self.output_len)
-                     for _ in range(count)]
+    def dataset_prompts(self) -> list[Prompt]:
+        """The dataset's prompts, enough for the run."""
+        items = [Prompt(text, n) for text, n in self._dataset[0]]
         if not items:
             raise WorkloadError("the dataset holds no prompts")
         if self.num_prompts and len(items) < self.num_prompts:

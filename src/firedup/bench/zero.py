@@ -146,7 +146,7 @@ class ZeroServer:
         if head.startswith(b"GET /health"):
             conn.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
             return
-        if not head.startswith(b"POST "):
+        if not head.startswith((b"POST /v1/completions", b"POST /v1/chat/completions")):
             conn.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
             return
         request = json.loads(body or b"{}")

@@ -84,7 +84,8 @@ def diff(a: int, b: int, changes: list[dict[str, Any]], console: Console) -> Non
 
 BENCH_LINES = (
     ("Successful requests", "completed", "{:.0f}"), ("Failed requests", "failed", "{:.0f}"),
-    ("Benchmark duration (s)", "duration", "{:.2f}"), ("Total input tokens", "total_input_tokens", "{:.0f}"),
+    ("Benchmark duration (s)", "duration", "{:.2f}"), ("Input tokens asked", "input_tokens_asked", "{:.0f}"),
+    ("Total input tokens", "total_input_tokens", "{:.0f}"),
     ("Total generated tokens", "total_output_tokens", "{:.0f}"),
     ("Request throughput (req/s)", "request_throughput", "{:.2f}"),
     ("Request goodput (req/s)", "request_goodput", "{:.2f}"),
@@ -122,6 +123,10 @@ def bench_report(result: dict[str, Any], console: Console) -> None:
                 console.print(f"{f'  Position {i}:':<40}{100 * rate:<10.2f}")
         console.print(Text(f"(from {s['source']})", "dim"))
     console.print("=" * 50)
+    if m.get("model_source"):
+        console.print(Text(f"model: {m['model']} (from {m['model_source']})", "dim"))
+    if m.get("input_tokens_by"):
+        console.print(Text(f"input lengths: {m['input_tokens_by']}", "dim"))
     health = result["health"]
     rate = (f" · sent {health['achieved_rate']:.1f} req/s of {health.get('drawn_rate', health['target_rate']):.1f} drawn "
             f"({health['target_rate']:g} asked)" if health.get("target_rate") else "")
@@ -143,15 +148,22 @@ def compare_table(report: dict[str, Any], console: Console) -> None:
     for other in ids[1:]:
         table.add_column(f"run {other}", justify="right")
         table.add_column("Δ", justify="right")
+        table.add_column("p (adj.)", justify="right")
         table.add_column("")
     for row in report["rows"]:
         cells = [row["metric"], _num(row["values"][0])]
         for value, change in zip(row["values"][1:], row["changes"]):
-            delta = change["delta_pct"]
+            delta, p = change["delta_pct"], change.get("p")
             style = {"regression": "red", "improvement": "green"}.get(change["verdict"], "dim")
-            cells += [_num(value), f"{delta:+.1f}%" if delta is not None else "", Text(change["verdict"], style)]
+            cells += [_num(value), f"{delta:+.1f}%" if delta is not None else "",
+                      f"{p:.3f}" if p is not None else "", Text(change["verdict"], style)]
         table.add_row(*cells)
     console.print(table)
+    for other, test in zip(ids[1:], report.get("tests", ())):
+        how = ("paired t-test over interleaved starts" if test["paired"] else "Welch's t-test over separate runs")
+        console.print(Text(f"run {other}: a change is called when |Δ| ≥ {test['min_effect_pct']:g}% (--min-effect) "
+                           f"and p < {test['alpha']:g} ({how}; of the {test['metrics_tested']} metrics tested, "
+                           "output throughput first, the others with Holm's correction only when it changed)", "dim"))
     for other, changes in zip(ids[1:], report["changes"]):
         if changes:
             console.print(Text(f"changed from run {ids[0]} to run {other}: ", "bold") +
