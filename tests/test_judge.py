@@ -473,3 +473,13 @@ def test_a_crash_after_ready_is_failed_with_how_long_it_had_been_ready():
     v = run.judge.finish(60)
     assert v.outcome == "failed" and v.phase == "serving"
     assert "ready (at line 2) 2 lines and 59 s before it failed" in v.notes[0]
+
+
+def test_a_time_limit_before_ready_fails_the_start_and_after_ready_only_stops_it():
+    limit = "slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-12-01T02:40:11 DUE TO TIME LIMIT ***\n"
+    loading = Run()
+    loading.log(VLLM_START + limit, at=1)
+    assert loading.finish().cause == "time_limit"
+    served = Run()
+    served.log(VLLM_START + VLLM_READY + limit, at=1)
+    assert served.finish().outcome == "ready"

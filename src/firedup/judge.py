@@ -206,6 +206,9 @@ class Judge:
         if kind == "stopping":
             self._stopping = self._stopping or bool(self.candidates)
             return
+        if kind == "fatal" and self.ready is not None and s.rule is not None and s.rule.stop_when_ready:
+            kind = "stopped"
+            self._benign(s)  # scary, and no failure
         if kind == "stopped":
             if self.stopped is None and not self.fatal and not (self.ready is None and self.candidates):
                 self.stopped = s

@@ -55,6 +55,7 @@ class Rule:
     # The cause says how a process died, not why (an abort, a SIGKILL, a dead
     # worker): an earlier error, or a cause line nearby, is the root.
     consequence: bool = False
+    stop_when_ready: bool = False  # a fatal line that, once the server is ready, only stops it (a time limit)
     examples: tuple[str, ...] = ()
 
 
@@ -99,7 +100,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         rid = raw.get("id") or f"{name}#{i}"
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
-                              "phase", "format", "start", "before_bind", "consequence", "examples"}
+                              "phase", "format", "start", "before_bind", "consequence", "stop_when_ready",
+                              "examples"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -129,6 +131,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             remedy=raw.get("remedy", "").strip(), phase=phase, format=fmt,
             start=bool(raw.get("start", False)), before_bind=bool(raw.get("before_bind", False)),
             consequence=bool(raw.get("consequence", False)),
+            stop_when_ready=bool(raw.get("stop_when_ready", False)),
             examples=examples,
         ))
     return Pack(
