@@ -7,8 +7,10 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -114,7 +116,15 @@ def test_requests_fail_and_are_counted_when_the_server_is_killed_mid_run(tmp_pat
     workload = Workload(concurrency=2, duration=6, num_prompts=None, input_len=16, output_len=16, warmup=1,
                         tokenizer=str(MODEL))
     with firedup.launch([str(a) for a in tf(MODEL, free_port())], env=ENV, log=tmp_path / "s.log", stall=120) as server:
-        killer = threading.Timer(2.0, lambda: os.killpg(server.pid, signal.SIGKILL))
+        def kill_once_some_were_served():
+            # a 4th request received (warm-up, two at once, then one after the first ended), however slow
+            deadline = time.monotonic() + 30
+            while (Path(server.log).read_text(errors="replace").count("[Request received]") < 4
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+            os.killpg(server.pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_once_some_were_served)
         killer.start()
         result = bench(server.url, workload)
         killer.join()
