@@ -2,7 +2,7 @@
 #            under firedup's live view until ready, stop it, then diagnose real
 #            failure logs firedup captured.
 # make test: set up (firedup, and the real servers the live tests start) and run the tests.
-# make test-fast: the tests that need no real server (pytest -m "not servers"), in about a minute.
+# make test-fast: the tests that need no real server and build no wheel (pytest -m "not servers and not wheel").
 # make bench: the speed benchmarks, and firedup bench beside vllm bench serve.
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -50,7 +50,7 @@ test: $(VENV)/.installed-test servers
 	$(PY) -m pytest -q
 
 test-fast: $(VENV)/.installed-test
-	$(PY) -m pytest -q -m "not servers"
+	$(PY) -m pytest -q -m "not servers and not wheel"
 
 bench: $(VENV)/.installed-test servers
 	$(PY) benchmarks/scan.py
