@@ -31,10 +31,10 @@ CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }
 
 
 def training_text() -> list[str]:
-    """The repository's own sources, docs and captured logs, in a fixed order, so
+    """The repository's own sources, docs and the logs captured from real servers, in a fixed order, so
     every clone trains the same tokenizer without reaching outside it."""
     files = [*REPO.glob("src/**/*.py"), *REPO.glob("docs/*.md"), REPO / "README.md",
-             *REPO.glob("tests/fixtures/**/*.log")]
+             *REPO.glob("tests/fixtures/captured/*.log")]
     return [str(f) for f in sorted(files)]
 
 
