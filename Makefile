@@ -17,7 +17,7 @@ DEMO_SERVE = $(FIREDUP_SERVERS)/venv-tf/bin/transformers serve $(FIREDUP_SERVERS
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[tokenizer]'  # the demo's run reads the model's tokenizer
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
