@@ -1,5 +1,6 @@
 """firedup bench: metric definitions, the client on a zero-work server, compare."""
 
+import asyncio
 import json
 import statistics
 import sys
@@ -10,7 +11,7 @@ from firedup.bench.compare import (aggregate, compare, gatekept, holm, pvalue, t
                                    workload_differences)
 from firedup.bench.metrics import RequestResult, compute, percentile
 from firedup.bench.run import calibrate, parse_prometheus, speculative
-from firedup.bench.prompts import WORDS, Tokenizer, from_tokenizer, lengths
+from firedup.bench.prompts import WORDS, ServerTokenizer, Tokenizer, fitted, from_tokenizer, lengths
 from firedup.bench.workload import Workload, WorkloadError, load_dataset
 from firedup.ledger.store import Ledger
 
@@ -286,6 +287,30 @@ def test_prompts_from_a_tokenizer_encode_to_the_length_asked(tmp_path):
     assert all(p.output_len == 16 and p.input_len == 64 for p in built)
     again = from_tokenizer(Tokenizer(str(path)), lengths(40, 64, 16, 0.0, seed=1), seed=1)  # the file itself
     assert [p.text for p in again] == [p.text for p in built]  # seeded
+
+
+class _WordCounter(ServerTokenizer):
+    """A tokenize endpoint whose words are one to four tokens (as a small BPE
+    vocabulary cuts them), plus a BOS."""
+
+    def __init__(self):
+        super().__init__(endpoint=None, model="m")
+
+    async def count(self, text):
+        return 1 + sum(1 + len(word) // 3 for word in text.split())
+
+
+def test_prompts_fitted_with_a_tokenize_endpoint_hit_every_length_asked():
+    """Words of two or three tokens stepped over the length asked and back (101
+    tokens sent for 96 asked); the one-token filler pads to it exactly."""
+    counter = _WordCounter()
+    counter.filler = asyncio.run(counter._one_token_word())
+    assert counter.filler == "a"  # "the" is two tokens here
+    sizes = [(n, 4) for n in (2, 3, 5, 16, 17, 64, 333)] * 30
+    built = asyncio.run(fitted(counter, sizes, seed=7))
+    assert [p.tokens for p in built] == [n for n, _ in sizes]
+    assert [asyncio.run(counter.count(p.text)) for p in built] == [n for n, _ in sizes]
+    assert len({p.text for p in built if p.input_len == 64}) == 30  # still random prompts
 
 
 def test_random_range_ratio_draws_lengths_as_vllm():

@@ -138,6 +138,7 @@ def test_three_nodes_through_the_login_node_is_rejected_within_5_s(cluster, tmp_
         commands.close()
     elapsed = time.monotonic() - start
     v = launched.verdict
+    print(f"rejected through the login node in {elapsed:.2f} s, the SSH connection included")
     assert v.cause == "scheduler_rejected" and "PartitionNodeLimit" in v.evidence["line"], v
     assert elapsed < 5, elapsed
     assert launched.note == f"cancelled job {v.slurm['job']} (scancel on testhost)"

@@ -28,8 +28,8 @@ from .launch import derive_url
 from .ledger.memory import Memory
 from .ledger.store import Ledger
 from .signals import Signal
-from .sources.slurm import (ENDED, POLL_EVERY, Commands, JobPoller, SlurmError, cancel, commands_for, node_address,
-                            rejected, sacct, scontrol_job, squeue, submit)
+from .sources.slurm import (ENDED, FIRST_POLL, POLL_EVERY, Commands, JobPoller, SlurmError, cancel, commands_for,
+                            node_address, rejected, sacct, scontrol_job, squeue, submit)
 from .sources.ssh import Host, SSHError
 from .watch import Watch
 
@@ -107,9 +107,9 @@ class Follow:
 
     def __init__(self, commands: Commands, job: str, logs: list[Log], *, server: str | None, url: str | None,
                  port: str | None, stall: float | None, timeout: float | None, grace: float,
-                 sinks: Sequence[Any], every: float = POLL_EVERY):
+                 sinks: Sequence[Any], every: float = POLL_EVERY, first: float = 0.0):
         self.commands = commands
-        self.poller = JobPoller(commands, job, every=every)
+        self.poller = JobPoller(commands, job, every=every, first=first)
         self.logs = logs
         self.url = url
         self.port = port  # with no --url: the head node's address, this port
@@ -297,7 +297,7 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
     for sink in sinks:
         sink.event(0.0, "submitted", job=job, logs=[lg.path for lg in logs])
     follow = Follow(commands, job, logs, server=family, url=url, port=port, stall=stall, timeout=timeout,
-                    grace=grace, sinks=sinks, every=every)
+                    grace=grace, sinks=sinks, every=every, first=min(FIRST_POLL, every))
     try:
         verdict, log = follow.run()
     except BaseException:  # Ctrl-C, or firedup failing: no job left holding nodes

@@ -37,6 +37,9 @@ class WorkloadError(ValueError):
     pass
 
 
+FILLERS = ("the", "a", "of", "and", "to", "in", "is", "it", ",", ".")
+FILLER_GAP = 8  # a gap this short is filled with the filler, a longer one with random words
+MAX_FIT = 20  # tokenize requests a prompt may take to fit
 MAX_RETRY = 10  # decode/re-encode rounds, as vLLM's gen_prompt_decode_to_target_len
 CALIBRATION_REQUESTS = 4
 
@@ -130,6 +133,7 @@ class ServerTokenizer:
         self.model = model
         self.found: tuple | None = None
         self.conn: client.Connection | None = None
+        self.filler: str | None = None  # a word that is one token wherever it stands
 
     async def _ask(self, spec: tuple, text: str) -> int | None:
         path, body, key = spec
@@ -151,9 +155,18 @@ class ServerTokenizer:
             try:
                 if await self._ask(spec, "hello world") is not None:
                     self.found = spec
+                    self.filler = await self._one_token_word()
                     return spec[0]
             except (OSError, client.HttpError):
                 self.close()
+        return None
+
+    async def _one_token_word(self) -> str | None:
+        # Random words of two or three tokens can step over the length asked
+        # and back again; a one-token word pads to it exactly.
+        for word in FILLERS:
+            if await self.count(" ".join([word] * 9)) - await self.count(word) == 8:
+                return word
         return None
 
     async def count(self, text: str) -> int:
@@ -173,20 +186,26 @@ def words(rng: random.Random, n: int) -> list[str]:
 
 
 async def fitted(counter: ServerTokenizer, sizes: list[tuple[int, int]], seed: int) -> list[Prompt]:
-    """Random words, a prompt's words added or removed until the server counts
-    the tokens asked (every word is at least one token, so this converges)."""
+    """Random words, cut or added to until the server counts the tokens asked.
+    A cut keeps the share of words the length asked is of the count; the last
+    few tokens are the one-token filler, since a random word of two or three
+    tokens can step over the length and back again."""
     rng = random.Random(seed)
     out = []
     for input_len, output_len in sizes:
         chosen = words(rng, input_len)
         n = await counter.count(" ".join(chosen))
-        for _ in range(MAX_RETRY):
+        for _ in range(MAX_FIT):
             if n == input_len:
                 break
-            if n > input_len:
-                del chosen[max(1, len(chosen) - (n - input_len)):]
+            gap = input_len - n
+            if gap < 0:
+                keep = len(chosen) * input_len // n
+                chosen = chosen[:keep] if keep >= 1 else [counter.filler or chosen[0]]
+            elif gap >= FILLER_GAP or not counter.filler:
+                chosen += words(rng, gap // 2)
             else:
-                chosen += words(rng, input_len - n)
+                chosen += [counter.filler] * gap
             n = await counter.count(" ".join(chosen))
         out.append(Prompt(" ".join(chosen), output_len, input_len, n))
     return out

@@ -30,6 +30,9 @@ from ..signals import Signal
 from .ssh import REMOTE_STATE, Channel, Host, TailSource
 
 POLL_EVERY = 2.0  # at most one squeue per job this often
+# A job just submitted has no scheduler's reason yet (it reads None or
+# PartitionConfig for about half a second): its first poll waits this long.
+FIRST_POLL = 1.0
 # Reasons a pending job waits on that will never clear by themselves.
 NEVER_REASONS = {
     "PartitionNodeLimit", "PartitionTimeLimit", "DependencyNeverSatisfied", "JobHeldUser", "JobHeldAdmin",
@@ -264,13 +267,13 @@ def rejected(message: str) -> Signal:
 class JobPoller:
     """The scheduler's view of one job, as signals, at most one squeue per ``every`` seconds."""
 
-    def __init__(self, commands: Commands, job: str, *, every: float = POLL_EVERY,
+    def __init__(self, commands: Commands, job: str, *, every: float = POLL_EVERY, first: float = 0.0,
                  clock=time.monotonic):
         self.commands = commands
         self.info = JobInfo(job)
         self.every = every
         self.clock = clock
-        self.next_at = 0.0
+        self.next_at = clock() + first
         self._pending_since: float | None = None
         self._ended_at: float | None = None
         self.ended = False
