@@ -218,20 +218,21 @@ def test_firedup_run_interleaves_two_configurations_and_compares_them_pair_by_pa
 @need(VLLM)
 def test_firedup_bench_agrees_with_vllm_bench_serve(tmp_path):
     """The same vLLM server, shape and tokenizer folder; the clients' runs
-    interleaved, 3 each: the workload agrees (token totals within 1%). The
-    timing medians are printed; their agreement is benchmarks/agreement.py's
-    verdict, not this test's: on a loaded 2-core machine, where the server and
-    both clients share the cores, they swung by ±50-140% between runs."""
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "agreement.py"), "--runs", "3", "--json"],
-                          capture_output=True, text=True, timeout=900,
+    interleaved, 5 each: token totals within 1%; the medians of mean TTFT,
+    TPOT, ITL and output throughput within 10% or the run-to-run noise this
+    run measured (each client's (max - min) / median), whichever is wider.
+    Five runs, not three: with three, two clients drawing from one and the
+    same distribution miss that bound on some metric about one run in four."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "agreement.py"), "--runs", "5", "--json"],
+                          capture_output=True, text=True, timeout=1200,
                           env={**os.environ, "FIREDUP_SERVERS": str(MODEL.parents[1])})
     assert proc.stdout.strip(), proc.stderr[-3000:]
     rows = json.loads(proc.stdout)["rows"]
-    print("\n| metric | firedup | vllm bench serve | ratio | tolerance |")
+    print("\n| metric | firedup | vllm bench serve | ratio | tolerance | runs |")
     for r in rows:
-        print(f"| {r['metric']} | {r['firedup']:.2f} | {r['vllm']:.2f} | {r['ratio']:.3f} | ±{100 * r['tolerance']:.0f}% |")
+        print(f"| {r['metric']} | {r['firedup']:.2f} | {r['vllm']:.2f} | {r['ratio']:.3f} | ±{100 * r['tolerance']:.0f}% "
+              f"| {r['runs']} |")
     assert [r["metric"] for r in rows] == ["total_input_tokens", "total_output_tokens", "mean_ttft_ms",
                                            "mean_tpot_ms", "mean_itl_ms", "output_throughput"]
-    tokens = [r for r in rows if r["metric"].startswith("total_")]
-    assert all(r["ok"] for r in tokens), tokens
+    assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
     assert all(r["firedup"] > 0 and r["vllm"] > 0 for r in rows)
