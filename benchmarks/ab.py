@@ -48,13 +48,12 @@ def free_port() -> int:
 
 def comparison(kind: str, model: Path, repeat: int, ledger: Path) -> dict:
     port = str(free_port())
-    serve = [str(TF), "serve", str(model), "--host", "127.0.0.1", "--port", port, "--device", "cpu",
-             "--log-level", "info"]
-    serve = ["env", "OMP_NUM_THREADS=1", *serve]
-    b = [*serve, "--continuous-batching"] if kind == "A/B" else serve
+    a = ["env", "OMP_NUM_THREADS=1", str(TF), "serve", str(model), "--host", "127.0.0.1", "--port", port,
+         "--device", "cpu", "--log-level", "info"]
+    b = [*a, "--continuous-batching"] if kind == "A/B" else a
     out = subprocess.run([sys.executable, "-m", "firedup", "run", "--name", kind.replace("/", ""), "--repeat",
                           str(repeat), "--stall", "120", "--json", *DEMO, "--tokenizer", str(model), "--", *a, "--vs",
-                          *serve], capture_output=True, text=True,
+                          *b], capture_output=True, text=True,
                          env={**os.environ, "HF_HUB_OFFLINE": "1", "FIREDUP_LEDGER": str(ledger)})
     try:
         report = json.loads(out.stdout.splitlines()[-1])["compare"]
