@@ -2,7 +2,7 @@
 #            under firedup's live view until ready, stop it, then diagnose real
 #            failure logs firedup captured.
 # make test: set up (firedup, and the real servers the live tests start) and run the tests.
-# make test-fast: the tests that need no real server and build no wheel and are not slow (pytest -m "not servers and not wheel and not slow").
+# make test-fast: the tests that need no real server, no Slurm cluster, build no wheel and are not slow (pytest -m "not servers and not wheel and not slow and not slurm").
 # make bench: the speed benchmarks, and firedup bench beside vllm bench serve.
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -51,7 +51,7 @@ test: $(VENV)/.installed-test servers
 
 # 4 workers even on 2 cores: most of these tests wait on a clock (stall windows, quiet periods), not the CPU.
 test-fast: $(VENV)/.installed-test
-	$(PY) -m pytest -q -m "not servers and not wheel and not slow" -n 4 --dist loadscope
+	$(PY) -m pytest -q -m "not servers and not wheel and not slow and not slurm" -n 4 --dist loadscope
 
 bench: $(VENV)/.installed-test servers
 	$(PY) benchmarks/scan.py

@@ -39,3 +39,10 @@ def private_state(tmp_path, monkeypatch):
     """Every test writes its runs, records and ledger under its own tmp_path."""
     monkeypatch.setenv("FIREDUP_LEDGER", str(tmp_path / "ledger.db"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+def pytest_collection_modifyitems(items):
+    """A test on the real Slurm cluster (the ``cluster`` fixture) is marked ``slurm``."""
+    for item in items:
+        if "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slurm)

@@ -136,6 +136,7 @@ def test_a_configuration_block_cut_short_still_counts_and_the_next_record_is_rea
     assert at_end.config["validation_workers"] == 2
 
 
+@pytest.mark.slow  # every labelled log scanned twice
 def test_python_fallback_prefilter_agrees_with_hyperscan(monkeypatch):
     if scanner.hyperscan is None:
         pytest.skip("hyperscan is not installed here: only the fallback runs")

@@ -46,6 +46,7 @@ def test_two_writers_at_once_lose_nothing(tmp_path):
     assert len(ids) == 600 and names == {f"{t}-{i}" for t in "ab" for i in range(300)}
 
 
+@pytest.mark.slow  # a writer SIGKILLed over and over
 def test_sigkill_mid_write_keeps_every_committed_run(tmp_path):
     path = tmp_path / "ledger.db"
     committed = set()

@@ -242,9 +242,14 @@ def test_remote_writer_is_found_and_its_exit_decides(tmp_path):
     with open(log, "a") as out:
         server = subprocess.Popen(["sleep", "600"], stdout=out)
     source = RemoteSource(Host.parse("testhost"), str(log))
-    recorder = Recorder()
-    killer = threading.Timer(1.5, server.kill)
-    killer.start()
+
+    class KillOnceFound(Recorder):  # the writer exits once the agent has found it, however long SSH took
+        def event(self, t, name, **fields):
+            super().event(t, name, **fields)
+            if name == "writer":
+                server.kill()
+
+    recorder = KillOnceFound()
     try:
         verdict = Watch(remote=source, stall=30, sinks=[recorder]).run()
     finally:
