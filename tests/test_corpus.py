@@ -81,7 +81,7 @@ def test_corpus_is_not_empty():
 
 def test_reported_corpus():
     """Enough logs, each with a public source and a date (the held-out split sorts by it)."""
-    assert len(REPORTED) >= 248  # issue 12 asks for 250: two more are wanted
+    assert len(REPORTED) >= 250
     for log in REPORTED:
         label = json.loads(log.with_suffix(".json").read_text())
         assert label["source"].startswith("https://"), log.name
