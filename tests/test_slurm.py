@@ -193,7 +193,7 @@ def test_two_nodes_head_serves_and_the_second_follows(cluster, env, tmp_path):
         assert set(launched.verdict.slurm["logs"]) == {"job", "n1", "n2"}
         assert launched.verdict.evidence["line"].startswith("INFO:     Uvicorn running")
     finally:
-        slurm.stop(launched.run)
+        slurm.stop(launched.record)
 
 
 @need(TF)

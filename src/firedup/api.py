@@ -66,8 +66,8 @@ def launch(argv: Sequence[str], *, name: str | None = None, server: str | None =
                                timeout=timeout, kill_on_stall=True, env=env, stop_grace=stop_grace)
     if launched.verdict.outcome != "ready":
         launched.stop(stop_grace)
-        raise _ERRORS[launched.verdict.outcome](launched.verdict, launched.run.log)
-    handle = Server(launched.run.name, launched.run.pid, launched.run.url, launched.run.log, launched.verdict)
+        raise _ERRORS[launched.verdict.outcome](launched.verdict, launched.record.log)
+    handle = Server(launched.record.name, launched.record.pid, launched.record.url, launched.record.log, launched.verdict)
     try:
         yield handle
     finally:

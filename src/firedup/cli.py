@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from . import __version__, rules, runs, slurm
+from . import __version__, registry, rules, slurm
 from .bench.compare import MIN_EFFECT_PCT, aggregate, compare, workload_differences
 from .bench.run import BenchResult, calibrate, served_model
 from .bench.run import run as bench_run
@@ -491,7 +491,7 @@ def _launch_slurm(args: argparse.Namespace, cmd: list[str], sinks: list, ledger:
 
 def _attach(launched, console: Console) -> int:
     """Stream the log of a ready server until it exits; Ctrl-C stops it."""
-    follower = FileFollower(launched.run.log, launched.offset)
+    follower = FileFollower(launched.record.log, launched.offset)
     try:
         while True:
             running = launched.popen.poll() is None
@@ -503,13 +503,13 @@ def _attach(launched, console: Console) -> int:
                 break
             time.sleep(0.2)
     except KeyboardInterrupt:
-        console.print(f"stopping {launched.run.name}: {process.stop_group(launched.pgid, popen=launched.popen)}")
+        console.print(f"stopping {launched.record.name}: {process.stop_group(launched.pgid, popen=launched.popen)}")
         return 0
     return 0 if launched.popen.returncode == 0 else 1
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    run = runs.load(args.name)
+    run = registry.load(args.name)
     if run.job:
         print(f"{run.name}: {slurm.stop(run, args.ssh_arg)}")
         return 0
@@ -527,7 +527,7 @@ def cmd_ps(args: argparse.Namespace) -> int:
     rows = [{"name": r.name, "host": r.host, "pid": r.pid, "alive": r.alive(), "server": r.server, "url": r.url,
              "log": r.log, "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
              "cmd": " ".join(r.argv), **({"job": r.job, "job_state": slurm.state(r.job, r.host)} if r.job else {})}
-            for r in runs.all_runs()]
+            for r in registry.records()]
     if args.json:
         print(json.dumps(rows))
         return 0
@@ -659,7 +659,7 @@ def _target(ledger: Ledger, target: str | None) -> tuple[str, dict | None, str |
     name = target
     if target.isdigit():
         name = _ledger_run(ledger, int(target))["name"]
-    record = runs.load(name)
+    record = registry.load(name)
     if not record.url:
         raise InputError(f"{name} has no known URL: pass it")
     launches = [r for r in ledger.find(name=name, kind="launch", limit=1)]
@@ -706,10 +706,10 @@ def _start_and_bench(cmd: list[str], name: str | None, args: argparse.Namespace,
     try:
         if launched.verdict.outcome != "ready":
             return _finish(sinks or [JsonEvents()], launched.verdict, launched.note)
-        if not launched.run.url:
+        if not launched.record.url:
             raise InputError("the server's URL is not known: pass --url")
         launch_run = ledger.get(launched.verdict.run_id)
-        return _bench_results(launched.run.url, args, console, count, launch_run), launch_run, launched.run.name
+        return _bench_results(launched.record.url, args, console, count, launch_run), launch_run, launched.record.name
     finally:
         launched.stop()
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from . import rules, runs
+from . import registry, rules
 from .judge import Verdict
 from .ledger import environment
 from .ledger.memory import Memory
@@ -74,7 +74,7 @@ class _Background:
 
 @dataclass
 class Launched:
-    run: runs.Run
+    record: registry.Record
     popen: Any  # None: refused before it started (its port was taken)
     verdict: Verdict
     note: str | None = None
@@ -82,7 +82,7 @@ class Launched:
 
     @property
     def pgid(self) -> int:
-        return self.run.pid  # start_new_session: the server leads its own group
+        return self.record.pid  # start_new_session: the server leads its own group
 
     def stop(self, grace: float = STOP_GRACE) -> str | None:
         """Stop what is left of the server's process group (None: nothing ran)."""
@@ -104,7 +104,7 @@ def held_by(holder: owners.Holder) -> str:
     """The holder of a port, by its firedup run name when it is one of ours."""
     if holder.pid is not None:
         lineage = owners.lineage(holder.pid)
-        for run in runs.all_runs():
+        for run in registry.records():
             if run.pid in lineage and run.alive():
                 return f"{holder.describe()}, firedup run {run.name!r} (firedup stop {run.name})"
     return holder.describe()
@@ -138,13 +138,13 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     socket that was there before still never counts as this server's)."""
     argv = list(argv)
     family = server or rules.load().detect_command(argv)
-    name = name or runs.default_name(argv, family)
+    name = name or registry.default_name(argv, family)
     try:
-        if runs.load(name).alive() is True:
+        if registry.load(name).alive() is True:
             raise ValueError(f"a server named {name!r} is still running (firedup stop {name})")
     except LookupError:
         pass
-    log_path = Path(log) if log else runs.state_dir() / "logs" / f"{name}.log"
+    log_path = Path(log) if log else registry.state_dir() / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     offset = log_path.stat().st_size if log_path.exists() else 0
     url = url or derive_url(argv, family)
@@ -156,7 +156,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
         verdict = port_taken(port, [held_by(h) for h in holders], family)
         if memory is not None:
             memory.remember(verdict, kind="launch", name=name, log=str(log_path), environment=None)
-        run = runs.Run(name=name, pid=0, argv=argv, log=str(log_path), url=url, server=family,
+        run = registry.Record(name=name, pid=0, argv=argv, log=str(log_path), url=url, server=family,
                        started=time.time(), created=0.0)
         return Launched(run, None, verdict, "nothing was started")
     popen = process.start(argv, log_path, env=env)
@@ -165,7 +165,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
         created = psutil.Process(popen.pid).create_time()
     except psutil.Error:
         created = 0.0
-    run = runs.Run(name=name, pid=popen.pid, argv=argv, log=str(log_path), url=url, server=family,
+    run = registry.Record(name=name, pid=popen.pid, argv=argv, log=str(log_path), url=url, server=family,
                    started=time.time(), created=created)
     run.save()
     watch = Watch(log=str(log_path), offset=offset, server=family, exit_watch=ExitWatch(popen.pid, popen),
@@ -195,12 +195,12 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
                  url: str | None = None, stall: float | None = 300.0, timeout: float | None = None,
                  grace: float = 30.0, kill_on_stall: bool = False, sinks: Sequence[Any] = (),
                  stop_grace: float = STOP_GRACE, ssh_args: Sequence[str] = (),
-                 ledger: Ledger | None = None, port_check: bool = True) -> tuple[runs.Run, Verdict, str]:
+                 ledger: Ledger | None = None, port_check: bool = True) -> tuple[registry.Record, Verdict, str]:
     """Start ``argv`` on ``host`` with setsid and its output in a remote log, so
     that it survives the SSH connection; watch it over that one connection."""
     argv = list(argv)
     family = server or rules.load().detect_command(argv)
-    name = name or runs.default_name(argv, family)
+    name = name or registry.default_name(argv, family)
     log = f"{ssh.REMOTE_STATE}/logs/{name}.log"
     url = url or derive_url(argv, family)
     health = rules.load().packs[family].health if family else "/health"
@@ -217,14 +217,14 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
         verdict = port_taken(taken.port, taken.holders, family)
         if memory is not None:
             memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=None)
-        run = runs.Run(name=name, pid=0, argv=argv, log=log, url=url, server=family, started=time.time(),
+        run = registry.Record(name=name, pid=0, argv=argv, log=log, url=url, server=family, started=time.time(),
                        created=0.0, host=str(host))
         return run, verdict, f"nothing was started on {host}"
     except BaseException:
         remote.stop_server(stop_grace)
         remote.close()
         raise
-    run = runs.Run(name=name, pid=remote.pid or 0, argv=argv, log=log, url=url, server=family,
+    run = registry.Record(name=name, pid=remote.pid or 0, argv=argv, log=log, url=url, server=family,
                    started=time.time(), created=0.0, host=str(host))
     run.save()
     if memory is not None:
@@ -266,7 +266,7 @@ print("killed")
 """
 
 
-def stop_remote(run: runs.Run, grace: float, ssh_args: Sequence[str] = ()) -> str:
+def stop_remote(run: registry.Record, grace: float, ssh_args: Sequence[str] = ()) -> str:
     """SIGTERM, then SIGKILL after ``grace``, the remote server's process group."""
     argv = ssh.ssh_command(ssh.Host.parse(run.host), ["python3", "-c", _STOP_SCRIPT, str(run.pid), str(grace)],
                            list(ssh_args))

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import rules, runs
+from . import registry, rules
 from .diagnose import InputError
 from .judge import Judge, Verdict
 from .launch import derive_url
@@ -243,14 +243,14 @@ def script(argv: Sequence[str], nodes: int, task_logs: str) -> str:
 
 @dataclass
 class Launched:
-    run: runs.Run
+    record: registry.Record
     verdict: Verdict
     note: str
 
     def stop(self) -> None:
         """Cancel the job of a ready server (one that is not ready was cancelled already)."""
-        if self.run.job and self.verdict.outcome == "ready":
-            stop(self.run)
+        if self.record.job and self.verdict.outcome == "ready":
+            stop(self.record)
 
 
 def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbatch_args: Sequence[str] = (),
@@ -266,7 +266,7 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
         if arg.split("=")[0] in OWN_OPTIONS:
             raise InputError(f"firedup sets {arg.split('=')[0]} itself (use --nodes, --name, --log-dir)")
     family = server or rules.load().detect_command(argv)
-    name = name or runs.default_name(argv, family)
+    name = name or registry.default_name(argv, family)
     directory = commands.make_folder(str(log_dir) if log_dir else commands.default_folder())
     batch_log = f"{directory}/{name}-%j.log"
     task_logs = f"{directory}/{name}-%j.%t.log"
@@ -285,13 +285,13 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
         verdict.slurm = {"job": None, "submit": str(e)}
         if memory is not None:
             memory.remember(verdict, kind="launch", name=name, log=None, environment=None, scheduler=verdict.slurm)
-        return Launched(runs.Run(name=name, pid=0, argv=argv, log="", url=None, server=family,
+        return Launched(registry.Record(name=name, pid=0, argv=argv, log="", url=None, server=family,
                                  started=time.time(), created=0.0), verdict, "sbatch refused the job")
     logs = [Log("job", batch_log.replace("%j", job), head=nodes <= 1, batch=True)]
     if nodes > 1:
         logs += [Log(f"task {t}", task_logs.replace("%j", job).replace("%t", str(t)), head=t == 0)
                  for t in range(nodes)]
-    run = runs.Run(name=name, pid=0, argv=argv, log=logs[-nodes].path if nodes > 1 else logs[0].path, url=url,
+    run = registry.Record(name=name, pid=0, argv=argv, log=logs[-nodes].path if nodes > 1 else logs[0].path, url=url,
                    server=family, started=time.time(), created=0.0, job=job, host=commands.host)
     run.save()
     for sink in sinks:
@@ -364,7 +364,7 @@ def state(job: str, host: str | None = None, ssh_args: Sequence[str] = ()) -> st
         commands.close()
 
 
-def stop(run: runs.Run, ssh_args: Sequence[str] = ()) -> str:
+def stop(run: registry.Record, ssh_args: Sequence[str] = ()) -> str:
     """Cancel the job, through its login node if it was launched through one."""
     commands = commands_for(run.host, ssh_args)
     try:

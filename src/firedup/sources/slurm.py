@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import rules, runs
+from .. import registry, rules
 from ..diagnose import InputError
 from ..signals import Signal
 from .ssh import REMOTE_STATE, Channel, Host, TailSource
@@ -80,7 +80,7 @@ class Commands:
         return out.returncode, out.stdout, out.stderr
 
     def default_folder(self) -> str:
-        return str(runs.state_dir() / "logs")
+        return str(registry.state_dir() / "logs")
 
     def follow(self, path: str) -> TailSource | None:
         """A source for a log of the job that is not on this machine (None: read it here)."""
