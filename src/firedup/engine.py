@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import config, lines, rules, tracebacks
+from . import lines, rules, server_config, tracebacks
 from .rules import Rule, RuleSet
 from .scanner import Prefilter, Scanner
 from .signals import Signal
@@ -251,9 +251,9 @@ class Engine:
         data = {k: v for k, v in captures.items() if v is not None}
         if rule.kind == "config" and rule.format and "body" in data:
             body = data.pop("body")
-            data = {**config.parse(body, rule.format), **data}
+            data = {**server_config.parse(body, rule.format), **data}
         elif rule.kind == "config" and "key" in data and "value" in data:  # a setting named by the line
-            data = config.parse(f"{data.pop('key')}={data.pop('value')}", "kv")
+            data = server_config.parse(f"{data.pop('key')}={data.pop('value')}", "kv")
         elif rule.kind == "progress":
             data["n"] = int(data.get("n", 0))
             data["total"] = int(data.get("total", 0))
