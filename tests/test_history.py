@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from firedup.launch import start_and_watch
+from firedup._launch import start_and_watch
 from firedup.ledger.history import change_lines, diff, notable
 from firedup.ledger.store import Ledger
 from firedup.sources.process import group_alive, stop_group

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import firedup
-from firedup.launch import derive_url, start_and_watch
+from firedup._launch import derive_url, start_and_watch
 from firedup.sources.file import FileFollower
 from firedup.sources.process import group_alive
 from firedup.watch import Watch, py_spy

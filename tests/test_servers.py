@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from firedup.launch import start_and_watch
+from firedup._launch import start_and_watch
 from firedup.sources.process import group_alive, stop_group
 
 from .conftest import ROOT

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from firedup.launch import start_remote, stop_remote
+from firedup._launch import start_remote, stop_remote
 from firedup.ledger.store import Ledger
 from firedup.sources.ssh import Host, RemoteSource
 from firedup.watch import Watch

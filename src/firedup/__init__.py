@@ -1,7 +1,7 @@
 """firedup: start, watch and diagnose LLM inference servers."""
 
-from .api import Server, ServerError, ServerFailed, ServerStalled, ServerTimeout, launch
-from .diagnose import InputError, diagnose
+from ._api import Server, ServerError, ServerFailed, ServerStalled, ServerTimeout, launch
+from ._diagnose import InputError, diagnose
 from .judge import Verdict
 from .watch import Watch
 

@@ -25,11 +25,11 @@ from .bench.run import run as bench_run
 from .bench import plot
 from .bench.client import HttpError
 from .bench.workload import Workload, WorkloadError
-from .diagnose import InputError, diagnose
+from ._diagnose import InputError, diagnose
 from .judge import Verdict
 from .ledger import history
 from .ledger.memory import Memory
-from .launch import start_and_watch, start_remote, stop_remote
+from ._launch import start_and_watch, start_remote, stop_remote
 from .ledger.store import Ledger, LedgerError
 from .rules import FAMILIES, RuleError
 from .sinks import summary, view

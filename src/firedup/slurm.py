@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import registry, rules
-from .diagnose import InputError
+from ._diagnose import InputError
 from .judge import Judge, Verdict
-from .launch import derive_url
+from ._launch import derive_url
 from .ledger.memory import Memory
 from .ledger.store import Ledger
 from .signals import Signal

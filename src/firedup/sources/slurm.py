@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import registry, rules
-from ..diagnose import InputError
+from .._diagnose import InputError
 from ..signals import Signal
 from .ssh import REMOTE_STATE, Channel, Host, TailSource
 

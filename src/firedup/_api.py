@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .judge import Verdict
-from .launch import STOP_GRACE, start_and_watch
+from ._launch import STOP_GRACE, start_and_watch
 from .sources import process
 
 
