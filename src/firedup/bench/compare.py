@@ -146,8 +146,11 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted
 
 
-def verdict(delta_pct: float | None, p_adjusted: float | None, higher_is_better: bool,
-            min_effect_pct: float = MIN_EFFECT_PCT) -> str:
+def classify(delta_pct: float | None, p_adjusted: float | None, higher_is_better: bool,
+             min_effect_pct: float = MIN_EFFECT_PCT) -> str:
+    """What a metric's change is called: same, within noise, below the minimum
+    effect, an improvement or a regression (not a server's verdict: that is
+    the judge's)."""
     if delta_pct == 0:
         return "same"
     if p_adjusted is None:
@@ -187,7 +190,7 @@ def compare(runs: list[dict[str, Any]], min_effect_pct: float = MIN_EFFECT_PCT) 
         for metric, adjusted in gatekept({m: c["p"] for m, c in tested.items()}).items():
             tested[metric]["p"] = adjusted  # reported adjusted: compare it with ALPHA as it stands
         for row, change in zip(rows, changes):
-            change["verdict"] = verdict(change["delta_pct"], change["p"], row["higher_is_better"], min_effect_pct)
+            change["verdict"] = classify(change["delta_pct"], change["p"], row["higher_is_better"], min_effect_pct)
             row["changes"].append(change)
         tests[-1]["metrics_tested"] = len(tested)
         if not paired and tested:
