@@ -185,3 +185,20 @@ def test_cli_usage_errors():
     assert run_cli("diagnose").returncode == 2
     proc = run_cli("diagnose", "--server", "nope", os.devnull)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr.decode()
+
+
+def test_every_error_is_a_firedup_error_and_a_bug_shows_its_traceback(monkeypatch, capsys):
+    """The CLI prints a FiredupError as one line (exit 2); any other exception is
+    a bug in firedup and is not caught: its traceback shows."""
+    import firedup
+    from firedup import cli
+
+    for name in ("InputError", "LedgerError", "RuleError", "SSHError", "SlurmError", "HttpError", "WorkloadError",
+                 "PlotError", "ServerError", "ServerFailed", "ServerStalled", "ServerTimeout"):
+        assert issubclass(getattr(firedup, name), firedup.FiredupError), name
+    monkeypatch.setitem(cli.COMMANDS, "ps", lambda args: (_ for _ in ()).throw(firedup.InputError("no such thing")))
+    assert cli.main(["ps"]) == 2
+    assert capsys.readouterr().err == "firedup: no such thing\n"
+    monkeypatch.setitem(cli.COMMANDS, "ps", lambda args: {}["missing"])
+    with pytest.raises(KeyError):
+        cli.main(["ps"])

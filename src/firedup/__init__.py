@@ -1,10 +1,13 @@
 """firedup: start, watch and diagnose LLM inference servers."""
 
-from ._api import Server, ServerError, ServerFailed, ServerStalled, ServerTimeout, launch
-from ._diagnose import InputError, diagnose
+from ._api import Server, launch
+from ._diagnose import diagnose
+from ._exceptions import (FiredupError, HttpError, InputError, LedgerError, PlotError, RuleError, ServerError,
+                          ServerFailed, ServerStalled, ServerTimeout, SlurmError, SSHError, WorkloadError)
 from .judge import Verdict
 from .watch import Watch
 
-__all__ = ["InputError", "Server", "ServerError", "ServerFailed", "ServerStalled", "ServerTimeout",
-           "Verdict", "Watch", "diagnose", "launch"]
+__all__ = ["FiredupError", "HttpError", "InputError", "LedgerError", "PlotError", "RuleError", "SSHError", "Server",
+           "ServerError", "ServerFailed", "ServerStalled", "ServerTimeout", "SlurmError", "Verdict", "Watch",
+           "WorkloadError", "diagnose", "launch"]
 __version__ = "0.1.0"

@@ -13,33 +13,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .judge import Verdict
+from ._exceptions import ServerFailed, ServerStalled, ServerTimeout
 from ._launch import STOP_GRACE, start_and_watch
+from .judge import Verdict
 from .sources import process
-
-
-class ServerError(Exception):
-    """The server did not become ready; ``verdict`` says why."""
-
-    def __init__(self, verdict: Verdict, log: str):
-        self.verdict = verdict
-        self.log = log
-        where = f" (line {verdict.evidence['lineno']}: {verdict.evidence['line']})" if verdict.evidence else ""
-        super().__init__(f"server {verdict.outcome}" + (f": {verdict.cause}" if verdict.cause else "")
-                         + where + f"; log: {log}")
-
-
-class ServerFailed(ServerError):
-    pass
-
-
-class ServerStalled(ServerError):
-    pass
-
-
-class ServerTimeout(ServerError):
-    pass
-
 
 _ERRORS = {"failed": ServerFailed, "stalled": ServerStalled, "timeout": ServerTimeout}
 

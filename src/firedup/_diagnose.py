@@ -6,14 +6,11 @@ import os
 import sys
 from typing import BinaryIO
 
+from ._exceptions import InputError
 from .engine import Engine
 from .judge import Judge, Verdict
 
 CHUNK = 4 << 20
-
-
-class InputError(Exception):
-    """The log cannot be read."""
 
 
 def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | None = None) -> Verdict:

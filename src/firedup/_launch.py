@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import psutil
 
 from . import registry, rules
+from ._exceptions import InputError, SSHError
 from .judge import Verdict
 from .ledger import environment
 from .ledger.memory import Memory
@@ -140,10 +141,11 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     family = server or rules.load().detect_command(argv)
     name = name or registry.default_name(argv, family)
     try:
-        if registry.load(name).alive() is True:
-            raise ValueError(f"a server named {name!r} is still running (firedup stop {name})")
-    except LookupError:
-        pass
+        running = registry.load(name).alive() is True
+    except InputError:  # none of that name, or an unreadable record
+        running = False
+    if running:
+        raise InputError(f"a server named {name!r} is still running (firedup stop {name})")
     log_path = Path(log) if log else registry.state_dir() / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     offset = log_path.stat().st_size if log_path.exists() else 0
@@ -272,5 +274,5 @@ def stop_remote(run: registry.Record, grace: float, ssh_args: Sequence[str] = ()
                            list(ssh_args))
     out = subprocess.run(argv, capture_output=True, text=True)
     if out.returncode != 0:
-        raise ssh.SSHError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"ssh exited {out.returncode}")
+        raise SSHError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"ssh exited {out.returncode}")
     return out.stdout.strip()

@@ -23,15 +23,15 @@ from .bench.compare import MIN_EFFECT_PCT, aggregate, compare, workload_differen
 from .bench.run import BenchResult, calibrate, served_model
 from .bench.run import run as bench_run
 from .bench import plot
-from .bench.client import HttpError
-from .bench.workload import Workload, WorkloadError
-from ._diagnose import InputError, diagnose
+from .bench.workload import Workload
+from ._diagnose import diagnose
+from ._exceptions import FiredupError, InputError
 from .judge import Verdict
 from .ledger import history
 from .ledger.memory import Memory
 from ._launch import start_and_watch, start_remote, stop_remote
-from .ledger.store import Ledger, LedgerError
-from .rules import FAMILIES, RuleError
+from .ledger.store import Ledger
+from .rules import FAMILIES
 from .sinks import summary, view
 from .sinks.events import JsonEvents
 from .sinks.live import LiveView, PlainView
@@ -361,7 +361,7 @@ def _watch_many(args: argparse.Namespace, console: Console) -> int:
     def run(target: str, watch: Watch) -> None:
         try:
             verdicts[target] = watch.run()
-        except (InputError, ssh.SSHError) as e:
+        except FiredupError as e:
             errors[target] = str(e)
             verdicts[target] = None
             cancel.set()
@@ -457,8 +457,6 @@ def cmd_launch(args: argparse.Namespace) -> int:
                                    port_check=args.port_check == "on")
     except FileNotFoundError as e:
         raise InputError(f"cannot start {cmd[0]}: {e.strerror}") from None
-    except ValueError as e:
-        raise InputError(str(e)) from None
     finally:
         for sink in sinks:
             sink.close()
@@ -552,7 +550,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def _ledger_run(ledger: Ledger, number: int) -> dict:
     run = ledger.get(number)
     if run is None:
-        raise LookupError(f"no run {number} in the ledger (see firedup runs)")
+        raise InputError(f"no run {number} in the ledger (see firedup runs)")
     return run
 
 
@@ -780,7 +778,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for number in args.runs:
         run = _ledger_run(ledger, number)
         if run["kind"] != "bench":
-            raise LookupError(f"run {number} is not a benchmark run (see firedup runs)")
+            raise InputError(f"run {number} is not a benchmark run (see firedup runs)")
         chosen.append(run)
     if len(chosen) < 2:
         raise InputError("compare needs two runs or more")
@@ -808,8 +806,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (InputError, RuleError, LookupError, ssh.SSHError, LedgerError, WorkloadError, HttpError, OSError,
-            plot.PlotError, ValueError) as e:
+    except (FiredupError, OSError) as e:  # OSError: the system's answer (a file, a socket, a permission)
         print(f"firedup: {e}", file=sys.stderr)
         return USAGE_ERROR
 

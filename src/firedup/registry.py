@@ -13,6 +13,8 @@ from pathlib import Path
 
 import psutil
 
+from ._exceptions import InputError
+
 
 def state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
@@ -63,9 +65,9 @@ def load(name: str) -> Record:
     try:
         return Record(**json.loads(path.read_text()))
     except FileNotFoundError:
-        raise LookupError(f"no launched server named {name!r} (see firedup ps)") from None
+        raise InputError(f"no launched server named {name!r} (see firedup ps)") from None
     except (ValueError, TypeError) as e:
-        raise LookupError(f"unreadable run record {path}: {e}") from None
+        raise InputError(f"unreadable run record {path}: {e}") from None
 
 
 def records() -> list[Record]:

@@ -22,15 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import registry, rules
-from ._diagnose import InputError
+from ._exceptions import InputError
 from .judge import Judge, Verdict
 from ._launch import derive_url
 from .ledger.memory import Memory
 from .ledger.store import Ledger
 from .signals import Signal
-from .sources.slurm import (ENDED, FIRST_POLL, POLL_EVERY, Commands, JobPoller, SlurmError, cancel, commands_for,
-                            node_address, rejected, sacct, scontrol_job, squeue, submit)
-from .sources.ssh import Host, SSHError
+from ._exceptions import SlurmError, SSHError
+from .sources.slurm import (ENDED, FIRST_POLL, POLL_EVERY, Commands, JobPoller, cancel, commands_for, node_address,
+                            rejected, sacct, scontrol_job, squeue, submit)
+from .sources.ssh import Host
 from .watch import Watch
 
 # sbatch options firedup sets itself.
@@ -47,10 +48,7 @@ def target(text: str) -> tuple[str | None, str] | None:
     if not re.fullmatch(r"\d+(?:_\d+)?", job) or "/" in host:
         raise InputError(f"not a Slurm job: {text!r} (expected slurm://JOBID or slurm://[user@]host/JOBID)")
     if host:
-        try:
-            Host.parse(host)
-        except ValueError as e:
-            raise InputError(str(e)) from None
+        Host.parse(host)  # InputError when it is not one
     return host or None, job
 
 

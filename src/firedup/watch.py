@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
 
-from ._diagnose import InputError
+from ._exceptions import InputError
 from .engine import Engine
 from .judge import Judge, Verdict
 from .signals import Signal

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from .._exceptions import HttpError, InputError
 from .metrics import RequestResult
 
 READ_SIZE = 1 << 18
@@ -31,10 +32,6 @@ _TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64"
 _ANCILLARY = socket.CMSG_SPACE(16) if _TIMESTAMPNS else 0
 _DECODER = json.JSONDecoder()
 CONNECT_TIMEOUT = 10.0  # a host that drops the handshake is not waited on for the kernel's minutes
-
-
-class HttpError(Exception):
-    pass
 
 
 def enable_timestamps(sock: socket.socket) -> None:
@@ -66,7 +63,7 @@ class Endpoint:
     def __init__(self, url: str, api_key: str | None = None):
         parts = urlsplit(url if "//" in url else f"http://{url}")
         if parts.scheme != "http":
-            raise ValueError(f"only http:// servers can be measured: {url}")
+            raise InputError(f"only http:// servers can be measured: {url}")
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or 80
         self.base = f"http://{parts.netloc}"

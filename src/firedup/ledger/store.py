@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._exceptions import LedgerError
+
 APPLICATION_ID = 0x46495244  # "FIRD"
 BUSY_TIMEOUT_MS = 30_000
 
@@ -60,10 +62,6 @@ MIGRATIONS = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 JSON_COLUMNS = ("command", "config", "phases", "evidence", "environment", "workload", "metrics", "scheduler")
-
-
-class LedgerError(Exception):
-    """The ledger file cannot be used (foreign, corrupt, from a newer firedup)."""
 
 
 def ledger_path(explicit: str | os.PathLike | None = None) -> Path:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import registry, rules
-from .._diagnose import InputError
+from .._exceptions import InputError, SlurmError
 from ..signals import Signal
 from .ssh import REMOTE_STATE, Channel, Host, TailSource
 
@@ -45,10 +45,6 @@ SQUEUE_FORMAT = "%i|%T|%r|%N|%P|%l|%j"
 SACCT_FIELDS = "JobID,State,ExitCode,DerivedExitCode,NodeList,Elapsed,MaxRSS,Partition"
 # How long sacct may lag behind squeue for a job that just ended.
 SACCT_WAIT = 5.0
-
-
-class SlurmError(Exception):
-    """A Slurm command failed; the message is its own."""
 
 
 class Commands:

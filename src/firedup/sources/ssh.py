@@ -22,14 +22,12 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._exceptions import InputError, SSHError
+
 BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 # Extra arguments for every ssh call (e.g. "-F /path/config"), as DESIGN.md names it.
 SSH_ARGS_ENV = "FIREDUP_SSH_ARGS"
 REMOTE_STATE = "~/.local/state/firedup"
-
-
-class SSHError(Exception):
-    """ssh could not reach or log in to the host (not worth retrying)."""
 
 
 class PortTaken(Exception):
@@ -51,7 +49,7 @@ class Host:
     def parse(cls, text: str) -> Host:
         m = re.fullmatch(r"(?:([^@/:\s]+)@)?(\[[^\]]+\]|[^@/:\s]+)(?::(\d+))?", text)
         if not m:
-            raise ValueError(f"not a host: {text!r} (expected [user@]host[:port])")
+            raise InputError(f"not a host: {text!r} (expected [user@]host[:port])")
         return cls(m.group(1), m.group(2).strip("[]"), int(m.group(3)) if m.group(3) else None)
 
     def __str__(self) -> str:
@@ -64,7 +62,7 @@ def parse_target(target: str) -> tuple[Host, str] | None:
         return None
     parts = urlsplit(target)
     if not parts.hostname or not parts.path or parts.path == "/":
-        raise ValueError(f"not a remote log: {target!r} (expected ssh://[user@]host[:port]/abs/path)")
+        raise InputError(f"not a remote log: {target!r} (expected ssh://[user@]host[:port]/abs/path)")
     netloc = parts.netloc
     return Host.parse(netloc), parts.path
 
