@@ -13,13 +13,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ._exceptions import ServerFailed, ServerStalled, ServerTimeout
+from ._exceptions import ServerError
 from ._launch import STOP_GRACE, start_and_watch
 from .judge import Verdict
 from .sources import process
-
-_ERRORS = {"failed": ServerFailed, "stalled": ServerStalled, "timeout": ServerTimeout}
-
 
 @dataclass
 class Server:
@@ -43,7 +40,7 @@ def launch(argv: Sequence[str], *, name: str | None = None, server: str | None =
                                timeout=timeout, kill_on_stall=True, env=env, stop_grace=stop_grace)
     if launched.verdict.outcome != "ready":
         launched.stop(stop_grace)
-        raise _ERRORS[launched.verdict.outcome](launched.verdict, launched.record.log)
+        raise ServerError.of(launched.verdict, launched.record.log)
     handle = Server(launched.record.name, launched.record.pid, launched.record.url, launched.record.log, launched.verdict)
     try:
         yield handle

@@ -23,7 +23,9 @@ exception is a bug in firedup, and shows its traceback.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
+
+from ._outcome import Outcome
 
 if TYPE_CHECKING:
     from .judge import Verdict
@@ -68,7 +70,10 @@ class PlotError(FiredupError):
 
 class ServerError(FiredupError):
     """The server did not become ready; ``verdict`` says why, ``log`` is its log
-    and ``note`` what was done with it (stopped, left running)."""
+    and ``note`` what was done with it (stopped, left running). Each subclass
+    stands for one outcome: ``ServerError.of`` picks it."""
+
+    outcome: ClassVar[Outcome]
 
     def __init__(self, verdict: Verdict, log: str, note: str | None = None):
         self.verdict = verdict
@@ -78,14 +83,26 @@ class ServerError(FiredupError):
         super().__init__(f"server {verdict.outcome}" + (f": {verdict.cause}" if verdict.cause else "")
                          + where + f"; log: {log}")
 
+    @staticmethod
+    def of(verdict: Verdict, log: str, note: str | None = None) -> ServerError:
+        """The error for a verdict that is not ready: ServerFailed, ServerStalled or ServerTimeout."""
+        cls = next(c for c in ServerError.__subclasses__() if c.outcome is verdict.outcome)
+        return cls(verdict, log, note)
+
 
 class ServerFailed(ServerError):
     """The server failed: it will not become ready."""
+
+    outcome = Outcome.FAILED
 
 
 class ServerStalled(ServerError):
     """The server showed no progress for the stall window."""
 
+    outcome = Outcome.STALLED
+
 
 class ServerTimeout(ServerError):
     """The server was not ready by the hard timeout."""
+
+    outcome = Outcome.TIMEOUT

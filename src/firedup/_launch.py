@@ -17,6 +17,7 @@ import psutil
 
 from . import registry, rules
 from ._exceptions import InputError, SSHError
+from ._outcome import Outcome
 from .judge import Verdict
 from .ledger import environment
 from .ledger.memory import Memory
@@ -116,7 +117,7 @@ def port_taken(port: int, holders: list[str], family: str | None) -> Verdict:
     rule = next(r for r in rules.load().packs["generic"].rules if r.cause == "port_in_use")
     who = "; ".join(holders)
     return Verdict(
-        outcome="failed", cause="port_in_use", server=family, phase=None,
+        outcome=Outcome.FAILED, cause="port_in_use", server=family, phase=None,
         evidence={"line": f"port {port} is already listened on by {who}", "lineno": None},
         explanation=f"Port {port} is taken before the server starts: it could not bind, and a health check would "
                     f"have reached the server already there. {rule.explanation}",

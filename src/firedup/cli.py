@@ -344,9 +344,6 @@ def _remember_watch(ledger: Ledger, target: str, verdict: Verdict) -> None:
     memory.remember(verdict, kind="watch", name=target, environment=None, log=log)
 
 
-SEVERITY = ("failed", "stalled", "timeout", "incomplete", "ready")
-
-
 def _watch_many(args: argparse.Namespace, console: Console) -> int:
     """Several targets at once, one thread each: a verdict per target, then the overall one."""
     if args.pid is not None or "-" in args.targets:
@@ -383,7 +380,7 @@ def _watch_many(args: argparse.Namespace, console: Console) -> int:
         _remember_watch(ledger, target, verdict)
     for target, verdict in done.items():
         Labelled(base, target).verdict(verdict)
-    worst_target, worst = min(done.items(), key=lambda item: SEVERITY.index(item[1].outcome))
+    worst_target, worst = max(done.items(), key=lambda item: item[1].outcome.severity)
     overall = worst.outcome
     if args.json:
         print(json.dumps({"event": "overall", "outcome": overall, "target": worst_target,

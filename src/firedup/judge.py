@@ -60,6 +60,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._outcome import Outcome
 from .rules import PHASES
 from .signals import Signal
 
@@ -72,8 +73,6 @@ MAX_BENIGN = 50
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
 
-EXIT_CODES = {"ready": 0, "failed": 1, "stalled": 3, "timeout": 4, "incomplete": 5}
-
 OTHER_EXPLANATION = "The server stopped on an error that no rule names; the evidence line is the root error."
 OTHER_REMEDY = "Read the traceback around the evidence line; if it is a new failure mode, add a rule to the pack."
 EXIT_EXPLANATION = "The server process exited before it was ready and left no error line that firedup recognises."
@@ -82,7 +81,7 @@ EXIT_REMEDY = "Read the last lines of the log; run the command by hand to see it
 
 @dataclass
 class Verdict:
-    outcome: str
+    outcome: Outcome
     cause: str | None = None
     server: str | None = None
     phase: str | None = None
@@ -105,7 +104,7 @@ class Verdict:
 
     @property
     def code(self) -> int:
-        return EXIT_CODES[self.outcome]
+        return self.outcome.exit_code
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -452,7 +451,7 @@ class Judge:
         if outcome == "failed":
             phase = "serving" if self.ready is not None else (self.failure_phase or self.phase)
         return Verdict(
-            outcome=outcome, cause=cause, server=self.server, phase=phase, evidence=evidence,
+            outcome=Outcome(outcome), cause=cause, server=self.server, phase=phase, evidence=evidence,
             explanation=explanation, remedy=remedy, progress=self.progress, config=dict(self.config),
             benign=list(self.benign), version=self.version, elapsed=now - self.started,
             phases=phases, exit_code=self.exit_code, notes=self._notes(outcome, now, evidence),

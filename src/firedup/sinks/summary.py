@@ -8,9 +8,6 @@ from rich.text import Text
 from ..judge import Verdict
 from ..ledger.history import change_lines
 
-STYLE = {"ready": "bold green", "failed": "bold red", "stalled": "bold yellow",
-         "timeout": "bold yellow", "incomplete": "bold yellow"}
-MARK = {"ready": "✓", "failed": "✗", "stalled": "…", "timeout": "⏱", "incomplete": "?"}
 MAX_CONFIG = 8
 MAX_EVIDENCE = 400
 MAX_STACK_LINES = 60
@@ -28,7 +25,7 @@ def _config_items(config: dict) -> list[tuple[str, object]]:
 
 def render(verdict: Verdict, console: Console, source: str = "") -> None:
     head = Text()
-    head.append(f"{MARK[verdict.outcome]} {verdict.outcome}", STYLE[verdict.outcome])
+    head.append(f"{verdict.outcome.mark} {verdict.outcome}", verdict.outcome.style)
     if verdict.cause:
         head.append(f"  cause: {verdict.cause}", "bold")
     bits = [b for b in (verdict.server or "unknown server", verdict.version and f"v{verdict.version}",

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .summary import MARK, STYLE
+from .._outcome import Outcome
 
 BAR_WIDTH = 40
 
@@ -19,12 +19,17 @@ def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
+def _outcome(name: str) -> Text:
+    outcome = Outcome(name)
+    return Text(f"{outcome.mark} {outcome}", outcome.style)
+
+
 def runs_table(runs: list[dict[str, Any]], console: Console) -> None:
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in ("run", "started", "kind", "name", "host", "server", "outcome", "cause", "took", "config id"):
         table.add_column(column, no_wrap=column not in ("name",))
     for r in runs:
-        outcome = Text(f"{MARK[r['outcome']]} {r['outcome']}", STYLE[r["outcome"]])
+        outcome = _outcome(r["outcome"])
         took = f"{r['elapsed']:.0f} s" if r.get("elapsed") else ""
         table.add_row(str(r["id"]), _when(r["started"]), r["kind"], r.get("name") or "", r.get("host") or "local",
                       r.get("server") or "", outcome, r.get("cause") or "", took, r.get("fingerprint") or "")
@@ -33,7 +38,7 @@ def runs_table(runs: list[dict[str, Any]], console: Console) -> None:
 
 def show(run: dict[str, Any], console: Console) -> None:
     head = Text(f"run {run['id']}  ", "bold")
-    head.append(f"{MARK[run['outcome']]} {run['outcome']}", STYLE[run["outcome"]])
+    head.append(_outcome(run["outcome"]))
     if run.get("cause"):
         head.append(f"  cause: {run['cause']}", "bold")
     console.print(head)
