@@ -158,7 +158,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     if holders and port_check:
         verdict = port_taken(port, [held_by(h) for h in holders], family)
         if memory is not None:
-            memory.remember(verdict, kind="launch", name=name, log=str(log_path), environment=None)
+            verdict = memory.remember(verdict, kind="launch", name=name, log=str(log_path), environment=None)
         run = registry.Record(name=name, pid=0, argv=argv, log=str(log_path), url=url, server=family,
                        started=time.time(), created=0.0)
         return Launched(run, None, verdict, "nothing was started")
@@ -181,7 +181,8 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
         process.stop_group(popen.pid, stop_grace, popen)
         raise
     if memory is not None:
-        memory.remember(verdict, kind="launch", name=name, log=str(log_path), environment=snapshot.result())
+        verdict = memory.remember(verdict, kind="launch", name=name, log=str(log_path),
+                                  environment=snapshot.result())
     note = None
     if verdict.outcome == "ready":
         note = f"running: pid {popen.pid}, log {log_path}; follow it with: tail -f {log_path}; stop it with: firedup stop {name}"
@@ -219,7 +220,7 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
         remote.close()
         verdict = port_taken(taken.port, taken.holders, family)
         if memory is not None:
-            memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=None)
+            verdict = memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=None)
         run = registry.Record(name=name, pid=0, argv=argv, log=log, url=url, server=family, started=time.time(),
                        created=0.0, host=str(host))
         return run, verdict, f"nothing was started on {host}"
@@ -231,7 +232,8 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
                    started=time.time(), created=0.0, host=str(host))
     run.save()
     if memory is not None:
-        memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=watch.environment)
+        verdict = memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}",
+                                  environment=watch.environment)
     if verdict.outcome == "ready" or (verdict.outcome == "stalled" and not kill_on_stall):
         remote.disconnect()
         state = "running" if verdict.outcome == "ready" else "left running for inspection"

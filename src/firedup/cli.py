@@ -269,7 +269,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     verdict = diagnose(args.file, server=args.server)
     if ledger is not None:
         memory = Memory(ledger, verdict.server, [], None)
-        memory.remember(verdict, kind="diagnose", name=None, environment=None,
+        verdict = memory.remember(verdict, kind="diagnose", name=None, environment=None,
                         log=None if args.file == "-" else os.path.abspath(args.file))
     if args.json:
         print(json.dumps(verdict.to_dict(), ensure_ascii=False))
@@ -320,8 +320,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
             for sink in sinks:
                 sink.close()
         memory = Memory(ledger, verdict.server, [], host)
-        memory.remember(verdict, kind="watch", name=target, log=verdict.slurm["logs"]["job"], environment=None,
-                        scheduler=verdict.slurm)
+        verdict = memory.remember(verdict, kind="watch", name=target, log=verdict.slurm["logs"]["job"],
+                                  environment=None, scheduler=verdict.slurm)
         return _finish(sinks, verdict)
     watch = _watch_for(target, args, sinks)
     try:
@@ -331,17 +331,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
             sink.close()
         if watch.remote is not None:
             watch.remote.close()
-    _remember_watch(ledger, target, verdict)
-    return _finish(sinks, verdict)
+    return _finish(sinks, _remember_watch(ledger, target, verdict))
 
 
-def _remember_watch(ledger: Ledger, target: str, verdict: Verdict) -> None:
+def _remember_watch(ledger: Ledger, target: str, verdict: Verdict) -> Verdict:
     remote = ssh.parse_target(target)
     host = str(remote[0]) if remote else None
     log = target if remote or target == "-" else os.path.abspath(target)
     # A watched log has no command line: runs of the same log are one configuration.
     memory = Memory(ledger, verdict.server, [], host, identity=["watch", log])
-    memory.remember(verdict, kind="watch", name=target, environment=None, log=log)
+    return memory.remember(verdict, kind="watch", name=target, environment=None, log=log)
 
 
 def _watch_many(args: argparse.Namespace, console: Console) -> int:
@@ -376,8 +375,7 @@ def _watch_many(args: argparse.Namespace, console: Console) -> int:
     if errors:
         raise InputError("; ".join(f"{t}: {e}" for t, e in errors.items()))
     done = {t: v for t, v in verdicts.items() if v is not None}
-    for target, verdict in done.items():
-        _remember_watch(ledger, target, verdict)
+    done = {target: _remember_watch(ledger, target, verdict) for target, verdict in done.items()}
     for target, verdict in done.items():
         Labelled(base, target).verdict(verdict)
     worst_target, worst = max(done.items(), key=lambda item: item[1].outcome.severity)

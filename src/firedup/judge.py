@@ -79,8 +79,13 @@ EXIT_EXPLANATION = "The server process exited before it was ready and left no er
 EXIT_REMEDY = "Read the last lines of the log; run the command by hand to see its output."
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verdict:
+    """What a log (and the process, the probes) say of a start-up. Never changed
+    once made: what comes after the judge (a py-spy dump, the ledger's
+    anomalies, changes and run id, a Slurm job's facts) makes a new record with
+    ``dataclasses.replace``."""
+
     outcome: Outcome
     cause: str | None = None
     server: str | None = None

@@ -18,7 +18,7 @@ import shlex
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import registry, rules
@@ -201,17 +201,19 @@ class _Labelled:
             self.sink.update(view)
 
 
-def _describe(verdict: Verdict, log: Log, follow: Follow) -> None:
-    """Job facts on the verdict: the job, the node to blame, the queue wait, the logs."""
+def _describe(verdict: Verdict, log: Log, follow: Follow) -> Verdict:
+    """The verdict with the job's facts: the job, the node to blame, the queue wait, the logs."""
     info = follow.poller.info
     node = None
     if verdict.outcome != "ready":
         m = _NODE_IN_LINE.search((verdict.evidence or {}).get("line", ""))
         node = (m.group(1) or m.group(2)) if m else (None if log.label == "job" else log.label)
-    verdict.slurm = {**info.to_dict(), "node": node, "logs": {lg.label: lg.path for lg in follow.logs},
-                     "polls": follow.poller.polls}
+    facts = {**info.to_dict(), "node": node, "logs": {lg.label: lg.path for lg in follow.logs},
+             "polls": follow.poller.polls}
+    explanation = verdict.explanation
     if verdict.cause == "time_limit":
-        verdict.explanation = f"{reached(verdict, info.time_limit)} {verdict.explanation}"
+        explanation = f"{reached(verdict, info.time_limit)} {verdict.explanation}"
+    return replace(verdict, slurm=facts, explanation=explanation)
 
 
 def reached(verdict: Verdict, time_limit: str) -> str:
@@ -279,10 +281,9 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
             raise InputError(str(e)) from None
         judge = Judge(now=time.monotonic(), server=family)
         judge.feed(rejected(str(e)), time.monotonic())
-        verdict = judge.decide(time.monotonic())
-        verdict.slurm = {"job": None, "submit": str(e)}
+        verdict = replace(judge.decide(time.monotonic()), slurm={"job": None, "submit": str(e)})
         if memory is not None:
-            memory.remember(verdict, kind="launch", name=name, log=None, environment=None, scheduler=verdict.slurm)
+            verdict = memory.remember(verdict, kind="launch", name=name, log=None, environment=None, scheduler=verdict.slurm)
         return Launched(registry.Record(name=name, pid=0, argv=argv, log="", url=None, server=family,
                                  started=time.time(), created=0.0), verdict, "sbatch refused the job")
     logs = [Log("job", batch_log.replace("%j", job), head=nodes <= 1, batch=True)]
@@ -305,11 +306,12 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
     if nodes > 1 and info.nodes:  # name the task logs by their nodes (one task per node, in order)
         for lg in logs[1:]:
             lg.label = info.nodes[int(lg.label.split()[1])] if lg.label.startswith("task ") else lg.label
-    _describe(verdict, log, follow)
+    verdict = _describe(verdict, log, follow)
     run.url = url or (follow.watches[logs.index(next(lg for lg in logs if lg.head))].url)
     run.save()
     if memory is not None:
-        memory.remember(verdict, kind="launch", name=name, log=run.log, environment=None, scheduler=verdict.slurm)
+        verdict = memory.remember(verdict, kind="launch", name=name, log=run.log, environment=None,
+                                  scheduler=verdict.slurm)
     if verdict.outcome == "ready" or (verdict.outcome == "stalled" and not kill_on_stall):
         state = "running" if verdict.outcome == "ready" else "left running for inspection"
         note = (f"{state}: job {job} on {','.join(info.nodes)}, log {run.log}; "
@@ -343,8 +345,7 @@ def watch(job: str, *, server: str | None = None, url: str | None = None, stall:
     follow = Follow(commands, job, logs, server=server, url=url, port=None, stall=stall, timeout=timeout,
                     grace=grace, sinks=sinks, every=every)
     verdict, log = follow.run()
-    _describe(verdict, log, follow)
-    return verdict
+    return _describe(verdict, log, follow)
 
 
 def state(job: str, host: str | None = None, ssh_args: Sequence[str] = ()) -> str:

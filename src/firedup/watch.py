@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, BinaryIO
 
 
@@ -168,9 +169,9 @@ class Watch:
                     verdict = self.judge.finish(now)  # standard input ended, nothing else to wait for
                 if verdict is not None:
                     if verdict.outcome == "stalled" and self.exit_watch is not None:
-                        verdict.stacks = stack_dump(self.sampler.sample())
+                        verdict = replace(verdict, stacks=stack_dump(self.sampler.sample()))
                     if self.follower is not None and not self.follower.exists:
-                        verdict.notes.append(f"the log {self.follower.path} never appeared")
+                        verdict = replace(verdict, notes=[*verdict.notes, f"the log {self.follower.path} never appeared"])
                     return verdict
                 self._view(now)
                 for key, _ in sel.select(self._sleep(now)):
