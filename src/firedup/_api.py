@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ._exceptions import ServerError
-from ._launch import STOP_GRACE, start_and_watch
+from ._launch import start_and_watch
+from .defaults import STALL, STOP_GRACE
 from .judge import Verdict
 from .sources import process
 
@@ -32,7 +33,7 @@ class Server:
 
 @contextmanager
 def launch(argv: Sequence[str], *, name: str | None = None, server: str | None = None,
-           log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = 300.0,
+           log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = STALL,
            timeout: float | None = None, env: Mapping[str, str] | None = None,
            stop_grace: float = STOP_GRACE) -> Iterator[Server]:
     """Start a server, wait until it is ready, yield it, stop it afterwards."""

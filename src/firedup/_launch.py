@@ -18,6 +18,7 @@ import psutil
 from . import registry, rules
 from ._exceptions import InputError, SSHError
 from ._outcome import Outcome
+from .defaults import GRACE, STALL, STOP_GRACE
 from .judge import Verdict
 from .ledger import environment
 from .ledger.memory import Memory
@@ -27,7 +28,6 @@ from .sources.http import address_of, is_local
 from .sources.process import ExitWatch
 from .watch import Watch
 
-STOP_GRACE = 15.0
 _LOCAL = {"", "0.0.0.0", "::", "[::]", "localhost"}
 
 
@@ -127,8 +127,8 @@ def port_taken(port: int, holders: list[str], family: str | None) -> Verdict:
 
 
 def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str | None = None,
-                    log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = 300.0,
-                    timeout: float | None = None, grace: float = 30.0, kill_on_stall: bool = False,
+                    log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = STALL,
+                    timeout: float | None = None, grace: float = GRACE, kill_on_stall: bool = False,
                     env: Mapping[str, str] | None = None, sinks: Sequence[Any] = (),
                     stop_grace: float = STOP_GRACE, probe_generate: bool = False,
                     ledger: Ledger | None = None, port_check: bool = True) -> Launched:
@@ -196,8 +196,8 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
 
 
 def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None, server: str | None = None,
-                 url: str | None = None, stall: float | None = 300.0, timeout: float | None = None,
-                 grace: float = 30.0, kill_on_stall: bool = False, sinks: Sequence[Any] = (),
+                 url: str | None = None, stall: float | None = STALL, timeout: float | None = None,
+                 grace: float = GRACE, kill_on_stall: bool = False, sinks: Sequence[Any] = (),
                  stop_grace: float = STOP_GRACE, ssh_args: Sequence[str] = (),
                  ledger: Ledger | None = None, port_check: bool = True) -> tuple[registry.Record, Verdict, str]:
     """Start ``argv`` on ``host`` with setsid and its output in a remote log, so

@@ -37,7 +37,8 @@ from .sinks.events import JsonEvents
 from .sinks.live import LiveView, PlainView
 from .sources import process, ssh
 from .sources.file import FileFollower
-from .watch import QUIET, Watch
+from .defaults import GRACE, QUIET, STALL, STOP_GRACE
+from .watch import Watch
 
 USAGE_ERROR = 2
 SERVERS = (*FAMILIES, "generic")
@@ -56,11 +57,11 @@ def _seconds(text: str) -> float:
 def _live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", choices=SERVERS, help="server family (default: detect)")
     p.add_argument("--url", help="the server's base URL for health probes (default: from --host/--port)")
-    p.add_argument("--stall", type=_seconds, default=300.0,
-                   help="seconds without progress evidence before 'stalled' (default 300)")
+    p.add_argument("--stall", type=_seconds, default=STALL,
+                   help=f"seconds without progress evidence before 'stalled' (default {STALL:g})")
     p.add_argument("--timeout", type=_seconds, help="hard cap in seconds (default: none while it progresses)")
-    p.add_argument("--grace", type=_seconds, default=30.0,
-                   help="seconds a traceback gets for the process to exit or go on (default 30)")
+    p.add_argument("--grace", type=_seconds, default=GRACE,
+                   help=f"seconds a traceback gets for the process to exit or go on (default {GRACE:g})")
     p.add_argument("--probe-generate", action="store_true",
                    help="ready only once a one-token completion succeeds (needs the URL)")
     p.add_argument("--json", action="store_true", help="JSON events, one a line; the verdict last")
@@ -191,7 +192,7 @@ def _parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("stop", help="stop a server started by firedup launch (SIGTERM, then SIGKILL)")
     st.add_argument("name")
-    st.add_argument("--grace", type=_seconds, default=15.0, help="seconds between SIGTERM and SIGKILL")
+    st.add_argument("--grace", type=_seconds, default=STOP_GRACE, help="seconds between SIGTERM and SIGKILL")
     _ssh_options(st)
 
     ps = sub.add_parser("ps", help="list servers started by firedup launch")
@@ -208,7 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     rn.add_argument("--name", help="a name for the server")
     rn.add_argument("--server", choices=SERVERS)
     rn.add_argument("--url", help="the server's base URL (default: from --host/--port)")
-    rn.add_argument("--stall", type=_seconds, default=300.0)
+    rn.add_argument("--stall", type=_seconds, default=STALL)
     rn.add_argument("--timeout", type=_seconds)
     _port_check_option(rn)
     _slurm_options(rn)
@@ -470,7 +471,7 @@ def _launch_slurm(args: argparse.Namespace, cmd: list[str], sinks: list, ledger:
     try:
         launched = slurm.launch(cmd, name=args.name, nodes=args.nodes, sbatch_args=args.sbatch_arg,
                                 log_dir=args.log_dir, server=args.server, url=args.url, stall=args.stall,
-                                timeout=args.timeout, grace=getattr(args, "grace", 30.0),
+                                timeout=args.timeout, grace=getattr(args, "grace", GRACE),
                                 kill_on_stall=kill_on_stall if kill_on_stall is not None else args.kill_on_stall,
                                 sinks=sinks, ledger=ledger, commands=commands)
     finally:

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._outcome import Outcome
+from .defaults import GRACE
 from .rules import PHASES
 from .signals import Signal
 
@@ -144,7 +145,7 @@ def _score(s: Signal) -> int:
 
 class Judge:
     def __init__(self, *, now: float = 0.0, stall: float | None = None, timeout: float | None = None,
-                 grace: float = 30.0, server: str | None = None, confirm: float | None = None,
+                 grace: float = GRACE, server: str | None = None, confirm: float | None = None,
                  require_generate: bool = False, stall_for: dict[str, float] | None = None,
                  quiet: float | None = None, settle: float = 0.0):
         self.stall = stall

@@ -23,6 +23,7 @@ from typing import Any
 
 from . import registry, rules
 from ._exceptions import InputError
+from .defaults import GRACE, STALL
 from .judge import Judge, Verdict
 from ._launch import derive_url
 from .ledger.memory import Memory
@@ -255,7 +256,7 @@ class Launched:
 
 def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbatch_args: Sequence[str] = (),
            log_dir: str | os.PathLike | None = None, server: str | None = None, url: str | None = None,
-           stall: float | None = 300.0, timeout: float | None = None, grace: float = 30.0,
+           stall: float | None = STALL, timeout: float | None = None, grace: float = GRACE,
            kill_on_stall: bool = False, sinks: Sequence[Any] = (), ledger: Ledger | None = None,
            commands: Commands | None = None, every: float = POLL_EVERY) -> Launched:
     """Submit ``argv`` as a job, follow it to a verdict; cancel it unless it is
@@ -325,8 +326,8 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
     return Launched(run, verdict, note)
 
 
-def watch(job: str, *, server: str | None = None, url: str | None = None, stall: float | None = 300.0,
-          timeout: float | None = None, grace: float = 30.0, sinks: Sequence[Any] = (),
+def watch(job: str, *, server: str | None = None, url: str | None = None, stall: float | None = STALL,
+          timeout: float | None = None, grace: float = GRACE, sinks: Sequence[Any] = (),
           commands: Commands | None = None, every: float = POLL_EVERY) -> Verdict:
     """Follow a job someone else submitted: its output (and error) log, and the scheduler."""
     commands = commands or Commands()

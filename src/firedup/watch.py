@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 
 from ._exceptions import InputError
+from .defaults import CONFIRM, GRACE, IDLE, QUIET, SETTLE, STALL
 from .engine import Engine
 from .judge import Judge, Verdict
 from .signals import Signal
@@ -34,18 +35,6 @@ from .sources.ssh import RemoteSource
 
 SAMPLE_EVERY = 1.0
 POLL = 0.25  # the longest sleep: deadlines and polling fallback
-CONFIRM = 2.0  # how long a ready line waits for the port to answer
-# A log watched alone: silence after an exception that makes it failed. Long
-# enough for the rest of a dying server's output (worker tracebacks, the
-# parent's "Engine core initialization failed", shutdown lines), which all
-# comes within milliseconds; short beside the 5 s of the grep loop it
-# replaces. A later calm line disarms it.
-QUIET = 2.0
-# Quiet after which an open traceback closes and held lines are read.
-IDLE = 0.5
-# Without a health probe, how long uvicorn's "startup complete" (printed before
-# the bind) waits for a bind error.
-SETTLE = 0.5
 STACK_DUMP_TIMEOUT = 20
 NO_WRITER = ("no process has the log open for writing (or none this user can see): the verdict comes from the log "
              "alone; an exception followed by silence is failed")
@@ -54,7 +43,7 @@ NO_WRITER = ("no process has the log open for writing (or none this user can see
 class Watch:
     def __init__(self, *, log: str | None = None, stream: BinaryIO | None = None, server: str | None = None,
                  pid: int | None = None, exit_watch: ExitWatch | None = None, url: str | None = None,
-                 stall: float | None = 300.0, timeout: float | None = None, grace: float = 30.0,
+                 stall: float | None = STALL, timeout: float | None = None, grace: float = GRACE,
                  sinks: Sequence[Any] = (), clock: Callable[[], float] = time.monotonic,
                  offset: int = 0, probe_generate: bool = False, remote: RemoteSource | None = None,
                  cancel: threading.Event | None = None, stall_for: dict[str, float] | None = None,

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import psutil
 
+from ..defaults import STOP_GRACE
+
 KILL_WAIT = 5.0  # how long to wait for the kernel to take SIGKILLed processes away
 
 
@@ -80,7 +82,7 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def stop_group(pgid: int, grace: float = 15.0, popen: subprocess.Popen | None = None) -> str:
+def stop_group(pgid: int, grace: float = STOP_GRACE, popen: subprocess.Popen | None = None) -> str:
     """SIGTERM the process group, SIGKILL what is left after ``grace`` seconds
     (vLLM can ignore SIGTERM for more than 10 s). Returns how it ended."""
     try:
