@@ -26,6 +26,7 @@ from .ledger.store import Ledger
 from .sources import owners, process, ssh
 from .sources.http import address_of, is_local
 from .sources.process import ExitWatch
+from .sinks import Sink
 from .watch import Watch
 
 _LOCAL = {"", "0.0.0.0", "::", "[::]", "localhost"}
@@ -129,7 +130,7 @@ def port_taken(port: int, holders: list[str], family: str | None) -> Verdict:
 def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str | None = None,
                     log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = STALL,
                     timeout: float | None = None, grace: float = GRACE, kill_on_stall: bool = False,
-                    env: Mapping[str, str] | None = None, sinks: Sequence[Any] = (),
+                    env: Mapping[str, str] | None = None, sinks: Sequence[Sink] = (),
                     stop_grace: float = STOP_GRACE, probe_generate: bool = False,
                     ledger: Ledger | None = None, port_check: bool = True) -> Launched:
     """Start ``argv`` detached, watch it to a verdict, and stop it unless it is
@@ -197,7 +198,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
 
 def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None, server: str | None = None,
                  url: str | None = None, stall: float | None = STALL, timeout: float | None = None,
-                 grace: float = GRACE, kill_on_stall: bool = False, sinks: Sequence[Any] = (),
+                 grace: float = GRACE, kill_on_stall: bool = False, sinks: Sequence[Sink] = (),
                  stop_grace: float = STOP_GRACE, ssh_args: Sequence[str] = (),
                  ledger: Ledger | None = None, port_check: bool = True) -> tuple[registry.Record, Verdict, str]:
     """Start ``argv`` on ``host`` with setsid and its output in a remote log, so

@@ -32,7 +32,7 @@ from .ledger.memory import Memory
 from ._launch import start_and_watch, start_remote, stop_remote
 from .ledger.store import Ledger
 from .rules import FAMILIES
-from .sinks import summary, view
+from .sinks import Labelled, Sink, summary, view
 from .sinks.events import JsonEvents
 from .sinks.live import LiveView, PlainView
 from .sources import process, ssh
@@ -391,33 +391,6 @@ def _watch_many(args: argparse.Namespace, console: Console) -> int:
         blame = "" if overall == "ready" else f" because of {worst_target}"
         console.print(f"overall: {overall}{blame}  [{names}]{tail}")
     return worst.code
-
-
-class Labelled:
-    """A sink for one of several targets: its events and verdict carry its name."""
-
-    def __init__(self, sink, target: str):
-        self.sink = sink
-        self.target = target
-
-    def event(self, t: float, name: str, **fields) -> None:
-        if isinstance(self.sink, JsonEvents):
-            self.sink.event(t, name, target=self.target, **fields)
-        else:
-            self.sink.event(t, f"{self.target} {name}", **fields)
-
-    def update(self, view: dict) -> None:
-        pass
-
-    def verdict(self, verdict: Verdict, note: str | None = None) -> None:
-        if isinstance(self.sink, JsonEvents):
-            self.sink.event(verdict.elapsed, verdict.outcome, target=self.target, **verdict.to_dict())
-        else:
-            self.sink.console.print(f"{self.target}:")
-            self.sink.verdict(verdict, note)
-
-    def close(self) -> None:
-        pass
 
 
 def _server_command(args: argparse.Namespace) -> list[str]:

@@ -29,6 +29,7 @@ from ._launch import derive_url
 from .ledger.memory import Memory
 from .ledger.store import Ledger
 from .signals import Signal
+from .sinks import Sink
 from ._exceptions import SlurmError, SSHError
 from .sources.slurm import (ENDED, FIRST_POLL, POLL_EVERY, Commands, JobPoller, cancel, commands_for, node_address,
                             rejected, sacct, scontrol_job, squeue, submit)
@@ -106,7 +107,7 @@ class Follow:
 
     def __init__(self, commands: Commands, job: str, logs: list[Log], *, server: str | None, url: str | None,
                  port: str | None, stall: float | None, timeout: float | None, grace: float,
-                 sinks: Sequence[Any], every: float = POLL_EVERY, first: float = 0.0):
+                 sinks: Sequence[Sink], every: float = POLL_EVERY, first: float = 0.0):
         self.commands = commands
         self.poller = JobPoller(commands, job, every=every, first=first)
         self.logs = logs
@@ -187,7 +188,7 @@ class Follow:
 class _Labelled:
     """A sink for one of a job's logs: events carry the node's name when there are several."""
 
-    def __init__(self, sink, label: str, several: bool):
+    def __init__(self, sink: Sink, label: str, several: bool):
         self.sink, self.label, self.several = sink, label, several
 
     def event(self, t: float, name: str, **fields) -> None:
@@ -200,6 +201,12 @@ class _Labelled:
     def update(self, view: dict) -> None:
         if not self.several or self.label == "job":
             self.sink.update(view)
+
+    def verdict(self, verdict: Verdict, note: str | None = None, *, target: str | None = None) -> None:
+        self.sink.verdict(verdict, note, target=target)
+
+    def close(self) -> None:
+        pass
 
 
 def _describe(verdict: Verdict, log: Log, follow: Follow) -> Verdict:
@@ -257,7 +264,7 @@ class Launched:
 def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbatch_args: Sequence[str] = (),
            log_dir: str | os.PathLike | None = None, server: str | None = None, url: str | None = None,
            stall: float | None = STALL, timeout: float | None = None, grace: float = GRACE,
-           kill_on_stall: bool = False, sinks: Sequence[Any] = (), ledger: Ledger | None = None,
+           kill_on_stall: bool = False, sinks: Sequence[Sink] = (), ledger: Ledger | None = None,
            commands: Commands | None = None, every: float = POLL_EVERY) -> Launched:
     """Submit ``argv`` as a job, follow it to a verdict; cancel it unless it is
     ready (or stalled, left for inspection unless asked)."""
@@ -327,7 +334,7 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
 
 
 def watch(job: str, *, server: str | None = None, url: str | None = None, stall: float | None = STALL,
-          timeout: float | None = None, grace: float = GRACE, sinks: Sequence[Any] = (),
+          timeout: float | None = None, grace: float = GRACE, sinks: Sequence[Sink] = (),
           commands: Commands | None = None, every: float = POLL_EVERY) -> Verdict:
     """Follow a job someone else submitted: its output (and error) log, and the scheduler."""
     commands = commands or Commands()

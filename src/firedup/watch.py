@@ -25,6 +25,7 @@ from .defaults import CONFIRM, GRACE, IDLE, QUIET, SETTLE, STALL
 from .engine import Engine
 from .judge import Judge, Verdict
 from .signals import Signal
+from .sinks import Sink
 from .sources import inotify
 from .sources.file import FileFollower
 from .sources import owners
@@ -44,7 +45,7 @@ class Watch:
     def __init__(self, *, log: str | None = None, stream: BinaryIO | None = None, server: str | None = None,
                  pid: int | None = None, exit_watch: ExitWatch | None = None, url: str | None = None,
                  stall: float | None = STALL, timeout: float | None = None, grace: float = GRACE,
-                 sinks: Sequence[Any] = (), clock: Callable[[], float] = time.monotonic,
+                 sinks: Sequence[Sink] = (), clock: Callable[[], float] = time.monotonic,
                  offset: int = 0, probe_generate: bool = False, remote: RemoteSource | None = None,
                  cancel: threading.Event | None = None, stall_for: dict[str, float] | None = None,
                  expect: dict[str, Any] | None = None, quiet: float = QUIET,
