@@ -9,6 +9,8 @@ from typing import BinaryIO
 from ._exceptions import InputError
 from .engine import Engine
 from .judge import Judge, Verdict
+from .ledger.memory import Memory
+from .ledger.store import Ledger
 
 CHUNK = 4 << 20
 
@@ -38,8 +40,18 @@ def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | No
     return judge.finish()
 
 
-def diagnose(source: str | os.PathLike | BinaryIO, server: str | None = None) -> Verdict:
-    """Diagnose a log file (a path, ``"-"`` for standard input, or an open binary file)."""
+def diagnose(source: str | os.PathLike | BinaryIO, server: str | None = None, ledger: Ledger | None = None) -> Verdict:
+    """Diagnose a log file (a path, ``"-"`` for standard input, or an open binary
+    file). ``ledger``: also write the run there (the verdict then carries its ``run_id``)."""
+    verdict = _read(source, server)
+    if ledger is None:
+        return verdict
+    log = None if hasattr(source, "read") or str(source) == "-" else os.path.abspath(source)
+    memory = Memory(ledger, verdict.server, [], None)
+    return memory.remember(verdict, kind="diagnose", name=None, environment=None, log=log)
+
+
+def _read(source: str | os.PathLike | BinaryIO, server: str | None) -> Verdict:
     if hasattr(source, "read"):
         return diagnose_stream(source, server)
     if str(source) == "-":

@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 import psutil
@@ -25,6 +25,7 @@ from .ledger.memory import Memory
 from .ledger.store import Ledger
 from .sources import owners, process, ssh
 from .sources.http import address_of, is_local
+from .sources.file import FileFollower
 from .sources.process import ExitWatch
 from .sinks import Sink
 from .watch import Watch
@@ -78,7 +79,7 @@ class _Background:
 @dataclass
 class Launched:
     record: registry.Record
-    popen: Any  # None: refused before it started (its port was taken)
+    popen: subprocess.Popen | None  # None: not started here (its port was taken; on another host)
     verdict: Verdict
     note: str | None = None
     offset: int = 0  # how far into the log the watch read
@@ -92,6 +93,26 @@ class Launched:
         if self.popen is None or not process.group_alive(self.pgid):
             return None
         return process.stop_group(self.pgid, grace, self.popen)
+
+
+def attach(launched: Launched, out: BinaryIO) -> tuple[int, str | None]:
+    """Stream the log of a ready server to ``out`` until it exits: (0 or 1 as
+    it exited, None); Ctrl-C stops it: (0, how it stopped)."""
+    assert launched.popen is not None
+    follower = FileFollower(launched.record.log, launched.offset)
+    try:
+        while True:
+            running = launched.popen.poll() is None
+            data = follower.read()
+            if data:
+                out.write(data)
+                out.flush()
+            if not running:
+                break
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        return 0, process.stop_group(launched.pgid, popen=launched.popen)
+    return (0 if launched.popen.returncode == 0 else 1), None
 
 
 def port_of(url: str | None) -> int | None:
@@ -163,7 +184,10 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
         run = registry.Record(name=name, pid=0, argv=argv, log=str(log_path), url=url, server=family,
                        started=time.time(), created=0.0)
         return Launched(run, None, verdict, "nothing was started")
-    popen = process.start(argv, log_path, env=env)
+    try:
+        popen = process.start(argv, log_path, env=env)
+    except FileNotFoundError as e:
+        raise InputError(f"cannot start {argv[0]}: {e.strerror}") from None
     snapshot = _Background(environment.snapshot, argv, env if env is not None else os.environ)
     try:
         created = psutil.Process(popen.pid).create_time()
@@ -200,7 +224,7 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
                  url: str | None = None, stall: float | None = STALL, timeout: float | None = None,
                  grace: float = GRACE, kill_on_stall: bool = False, sinks: Sequence[Sink] = (),
                  stop_grace: float = STOP_GRACE, ssh_args: Sequence[str] = (),
-                 ledger: Ledger | None = None, port_check: bool = True) -> tuple[registry.Record, Verdict, str]:
+                 ledger: Ledger | None = None, port_check: bool = True) -> Launched:
     """Start ``argv`` on ``host`` with setsid and its output in a remote log, so
     that it survives the SSH connection; watch it over that one connection."""
     argv = list(argv)
@@ -224,7 +248,7 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
             verdict = memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=None)
         run = registry.Record(name=name, pid=0, argv=argv, log=log, url=url, server=family, started=time.time(),
                        created=0.0, host=str(host))
-        return run, verdict, f"nothing was started on {host}"
+        return Launched(run, None, verdict, f"nothing was started on {host}")
     except BaseException:
         remote.stop_server(stop_grace)
         remote.close()
@@ -247,7 +271,7 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
             time.sleep(0.05)
         remote.close()
         note = f"stopped the server's process group on {host}"
-    return run, verdict, note
+    return Launched(run, None, verdict, note)
 
 
 _STOP_SCRIPT = """

@@ -42,6 +42,10 @@ NO_WRITER = ("no process has the log open for writing (or none this user can see
 
 
 class Watch:
+    """Follows one server to its verdict: a log file (``log``), a stream, or a
+    remote log; with a process (``pid``) and a health URL when known. ``run()``
+    returns the verdict; the sinks hear the events on the way."""
+
     def __init__(self, *, log: str | None = None, stream: BinaryIO | None = None, server: str | None = None,
                  pid: int | None = None, exit_watch: ExitWatch | None = None, url: str | None = None,
                  stall: float | None = STALL, timeout: float | None = None, grace: float = GRACE,

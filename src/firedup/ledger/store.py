@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._exceptions import LedgerError
+from .._exceptions import InputError, LedgerError
 
 APPLICATION_ID = 0x46495244  # "FIRD"
 BUSY_TIMEOUT_MS = 30_000
@@ -74,6 +74,10 @@ def ledger_path(explicit: str | os.PathLike | None = None) -> Path:
 
 
 class Ledger:
+    """The run ledger: every start-up, watch, diagnosis and benchmark firedup
+    recorded, in one SQLite file (``path``, default FIREDUP_LEDGER or
+    ~/.local/share/firedup/ledger.db)."""
+
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = ledger_path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,6 +144,13 @@ class Ledger:
     def get(self, run_id: int) -> dict[str, Any] | None:
         row = self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _decode(row) if row else None
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        """Run ``run_id``, for a person who named it: InputError when there is none."""
+        found = self.get(run_id)
+        if found is None:
+            raise InputError(f"no run {run_id} in the ledger (see firedup runs)")
+        return found
 
     def find(self, *, name: str | None = None, server: str | None = None, since: float | None = None,
              fingerprint: str | None = None, outcome: str | None = None, kind: str | None = None,
