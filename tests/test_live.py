@@ -14,7 +14,7 @@ import pytest
 import firedup
 from firedup._launch import derive_url, start_and_watch
 from firedup.sources.file import FileFollower
-from firedup.sources.process import group_alive
+from firedup.sources.pgroup import group_alive
 from firedup.watch import Watch, py_spy
 
 from .conftest import run_cli

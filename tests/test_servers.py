@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from firedup._launch import start_and_watch
-from firedup.sources.process import group_alive, stop_group
+from firedup.sources.pgroup import group_alive, stop_group
 
 from .conftest import ROOT
 
@@ -110,7 +110,7 @@ def assert_stopped(launched):
     try:
         assert launched.verdict.outcome == "ready", launched.verdict
     finally:
-        stop_group(launched.pgid, 15, launched.popen)
+        stop_group(launched.pgid, 15, launched.popen.poll)
     assert not group_alive(launched.pgid)
 
 

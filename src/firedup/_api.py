@@ -17,7 +17,7 @@ from ._exceptions import ServerError
 from ._launch import start_and_watch
 from .defaults import STALL, STOP_GRACE
 from .judge import Verdict
-from .sources import process
+from .sources import pgroup
 
 @dataclass
 class Server:
@@ -28,7 +28,7 @@ class Server:
     verdict: Verdict
 
     def stop(self, grace: float = STOP_GRACE) -> str:
-        return process.stop_group(self.pid, grace)
+        return pgroup.stop_group(self.pid, grace)
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from .judge import Verdict
 from .ledger import environment
 from .ledger.memory import Memory
 from .ledger.store import Ledger
-from .sources import owners, process, ssh
+from .sources import owners, pgroup, process, ssh
 from .sources.http import address_of, is_local
 from .sources.file import FileFollower
 from .sources.process import ExitWatch
@@ -90,9 +90,9 @@ class Launched:
 
     def stop(self, grace: float = STOP_GRACE) -> str | None:
         """Stop what is left of the server's process group (None: nothing ran)."""
-        if self.popen is None or not process.group_alive(self.pgid):
+        if self.popen is None or not pgroup.group_alive(self.pgid):
             return None
-        return process.stop_group(self.pgid, grace, self.popen)
+        return pgroup.stop_group(self.pgid, grace, self.popen.poll)
 
 
 def attach(launched: Launched, out: BinaryIO) -> tuple[int, str | None]:
@@ -111,7 +111,7 @@ def attach(launched: Launched, out: BinaryIO) -> tuple[int, str | None]:
                 break
             time.sleep(0.2)
     except KeyboardInterrupt:
-        return 0, process.stop_group(launched.pgid, popen=launched.popen)
+        return 0, pgroup.stop_group(launched.pgid, STOP_GRACE, launched.popen.poll)
     return (0 if launched.popen.returncode == 0 else 1), None
 
 
@@ -203,7 +203,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     try:
         verdict = watch.run()
     except BaseException:  # Ctrl-C, or firedup itself failing: no orphans holding GPUs
-        process.stop_group(popen.pid, stop_grace, popen)
+        pgroup.stop_group(popen.pid, stop_grace, popen.poll)
         raise
     if memory is not None:
         verdict = memory.remember(verdict, kind="launch", name=name, log=str(log_path),
@@ -214,8 +214,8 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     elif verdict.outcome == "stalled" and not kill_on_stall:
         note = (f"left running for inspection: pid {popen.pid}, log {log_path}; "
                 f"stop it with: firedup stop {name}")
-    elif process.group_alive(popen.pid):
-        how = process.stop_group(popen.pid, stop_grace, popen)
+    elif pgroup.group_alive(popen.pid):
+        how = pgroup.stop_group(popen.pid, stop_grace, popen.poll)
         note = f"stopped the server's process group ({how})"
     return Launched(run, popen, verdict, note, watch.follower.offset)
 
@@ -274,32 +274,11 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
     return Launched(run, None, verdict, note)
 
 
-_STOP_SCRIPT = """
-import os, signal, sys, time
-pgid, grace = int(sys.argv[1]), float(sys.argv[2])
-def alive():
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-if not alive():
-    print("gone"); sys.exit()
-os.killpg(pgid, signal.SIGTERM)
-deadline = time.time() + grace
-while time.time() < deadline:
-    if not alive():
-        print("terminated"); sys.exit()
-    time.sleep(0.1)
-os.killpg(pgid, signal.SIGKILL)
-print("killed")
-"""
-
-
 def stop_remote(run: registry.Record, grace: float, ssh_args: Sequence[str] = ()) -> str:
-    """SIGTERM, then SIGKILL after ``grace``, the remote server's process group."""
-    argv = ssh.ssh_command(ssh.Host.parse(run.host), ["python3", "-c", _STOP_SCRIPT, str(run.pid), str(grace)],
-                           list(ssh_args))
+    """SIGTERM, then SIGKILL after ``grace``, the remote server's process group
+    (by the agent, over one SSH connection): gone, terminated or killed."""
+    assert run.host is not None
+    argv = ssh.agent_command(ssh.Host.parse(run.host), {"stop": run.pid, "grace": grace}, ssh_args)
     out = subprocess.run(argv, capture_output=True, text=True)
     if out.returncode != 0:
         raise SSHError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"ssh exited {out.returncode}")

@@ -15,7 +15,7 @@ from ._launch import Launched, start_and_watch, start_remote, stop_remote
 from .defaults import GRACE, STALL, STOP_GRACE
 from .ledger.store import Ledger
 from .sinks import Sink
-from .sources import process, ssh
+from .sources import pgroup, ssh
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def stop(name: str, grace: float = STOP_GRACE, ssh_args: Sequence[str] = ()) -> 
         return f"{record.name} on {record.host}: {stop_remote(record, grace, ssh_args)}"
     if not record.alive():
         return f"{record.name} is not running"
-    return f"{record.name}: {process.stop_group(record.pid, grace)}"
+    return f"{record.name}: {pgroup.stop_group(record.pid, grace)}"
 
 
 def listing() -> list[dict[str, Any]]:

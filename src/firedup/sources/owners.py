@@ -9,8 +9,8 @@ tree; ``launch`` refuses a port someone already listens on.
 Only what this user may read is seen: another user's processes, another
 network namespace (a container) or another host are not, and callers say so.
 
-Standard library only, no ``from __future__``: the remote agent runs this file
-too, under the host's own python3 (see ``ssh._agent_source``).
+Standard library only: the remote agent imports this module too, under the
+host's own python3 (see ``ssh.AGENT_MODULES``).
 """
 
 import ipaddress

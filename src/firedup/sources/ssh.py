@@ -17,6 +17,8 @@ import shlex
 import subprocess
 import threading
 import time
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -25,7 +27,7 @@ from urllib.parse import urlsplit
 from .._exceptions import InputError, SSHError
 
 BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
-# Extra arguments for every ssh call (e.g. "-F /path/config"), as DESIGN.md names it.
+# Extra arguments for every ssh call (e.g. "-F /path/config"), as docs/contract.md names it.
 SSH_ARGS_ENV = "FIREDUP_SSH_ARGS"
 REMOTE_STATE = "~/.local/state/firedup"
 
@@ -76,20 +78,54 @@ def ssh_command(host: Host, remote: list[str], extra: list[str] = ()) -> list[st
     return argv + [shlex.join(remote)]
 
 
-def _agent_source() -> str:
-    """The remote program: the environment snapshot's functions, who holds a
-    file or port, then the agent."""
-    here = resources.files(__package__)
-    snapshot = resources.files("firedup.ledger").joinpath("environment.py").read_text("utf-8")
-    return "\n".join((snapshot, here.joinpath("owners.py").read_text("utf-8"),
-                      here.joinpath("remote_agent.py").read_text("utf-8")))
+# The remote side: these modules (standard library only) are sent, compressed, on
+# the ssh command line, and imported there from memory by _BOOTSTRAP; no file is
+# written on the host and no second connection is made.
+AGENT_MODULES = ("firedup.sources.remote_agent", "firedup.sources.owners", "firedup.sources.pgroup",
+                 "firedup.ledger.environment")
+_BOOTSTRAP = """\
+import base64, importlib.abc, importlib.util, json, linecache, sys, zlib
+SOURCES = json.loads(zlib.decompress(base64.b64decode(sys.argv[1])))
+class Shipped(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name in SOURCES:
+            return importlib.util.spec_from_loader(name, self, origin=SOURCES[name][0], is_package=SOURCES[name][1])
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        origin, _, text = SOURCES[module.__name__]
+        linecache.cache[origin] = (len(text), None, text.splitlines(True), origin)
+        exec(compile(text, origin, "exec"), module.__dict__)
+sys.meta_path.insert(0, Shipped())
+from firedup.sources.remote_agent import main
+sys.exit(main(sys.argv[2]))
+"""
+
+
+def _agent_sources() -> str:
+    """The agent's modules and the packages above them (empty there: the
+    remote side needs none of firedup's own imports), compressed."""
+    sources: dict[str, tuple[str, bool, str]] = {}
+    for name in AGENT_MODULES:
+        parts = name.split(".")
+        for i in range(1, len(parts)):
+            package = ".".join(parts[:i])
+            sources.setdefault(package, (f"<firedup agent>/{package.replace('.', '/')}/__init__.py", True, ""))
+        package, _, module = name.rpartition(".")
+        text = resources.files(package).joinpath(f"{module}.py").read_text("utf-8")
+        sources[name] = (f"<firedup agent>/{name.replace('.', '/')}.py", False, text)
+    return base64.b64encode(zlib.compress(json.dumps(sources).encode(), 9)).decode()
+
+
+def agent_command(host: Host, args: dict[str, Any], ssh_args: Sequence[str] = ()) -> list[str]:
+    """The ssh command that runs the agent on ``host`` with these arguments."""
+    encoded = base64.b64encode(json.dumps(args).encode()).decode()
+    return ssh_command(host, ["python3", "-c", _BOOTSTRAP, _agent_sources(), encoded], list(ssh_args))
 
 
 def _start_agent(host: Host, args: dict[str, Any], ssh_args: list[str]) -> subprocess.Popen:
-    """ssh to the host, running the agent (sent on the command line) with these arguments."""
-    bootstrap = f"import base64,sys;exec(base64.b64decode({base64.b64encode(_agent_source().encode()).decode()!r}))"
-    encoded = base64.b64encode(json.dumps(args).encode()).decode()
-    return subprocess.Popen(ssh_command(host, ["python3", "-c", bootstrap, encoded], ssh_args),
+    """ssh to the host, running the agent with these arguments."""
+    return subprocess.Popen(agent_command(host, args, ssh_args),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
