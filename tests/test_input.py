@@ -21,7 +21,8 @@ def verdict_of(data: bytes, **kw):
 
 
 def test_ansi_codes_are_removed_from_evidence():
-    v = verdict_of(ARGS + b"\x1b[1;36m[2025-04-09 05:05:21]\x1b[0;0m The server is \x1b[32mfired up\x1b[0m and ready to roll!\n")
+    v = verdict_of(ARGS + b"\x1b[1;36m[2025-04-09 05:05:21]\x1b[0;0m The server is \x1b[32mfired up\x1b[0m "
+                          b"and ready to roll!\n")
     assert v.outcome == "ready"
     assert v.evidence["line"] == "[2025-04-09 05:05:21] The server is fired up and ready to roll!"
 
@@ -65,7 +66,8 @@ def test_line_of_many_megabytes():
 
 def test_prefixes_docker_compose_and_timestamps():
     v = verdict_of(b"sglang-1  | 2025-02-04 21:29:23 [2025-02-04 05:29:23] server_args=ServerArgs(model_path='m')\n"
-                   b"sglang-1  | 2025-02-04T21:29:23.123Z [2025-02-04 05:29:23] The server is fired up and ready to roll!\n")
+                   b"sglang-1  | 2025-02-04T21:29:23.123Z [2025-02-04 05:29:23] "
+                   b"The server is fired up and ready to roll!\n")
     assert v.outcome == "ready" and v.server == "sglang"
 
 

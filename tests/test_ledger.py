@@ -32,7 +32,8 @@ for i in range(int(sys.argv[3])):
 def writer(tmp_path, path, tag, count):
     script = tmp_path / "writer.py"
     script.write_text(WRITER.format(src=os.path.join(os.path.dirname(__file__), "..", "src")))
-    return subprocess.Popen([sys.executable, str(script), str(path), tag, str(count)], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, str(script), str(path), tag, str(count)], stdout=subprocess.PIPE,
+                            text=True)
 
 
 def test_two_writers_at_once_lose_nothing(tmp_path):
@@ -135,7 +136,8 @@ def test_fingerprint_ignores_where_the_server_listens():
     b = history.fingerprint("vllm", ["/other/bin/python", "-m", "vllm", "--port=9000", "--model", "m"], None)
     c = history.fingerprint("vllm", ["/venv/bin/python", "-m", "vllm", "--model", "m", "--tp", "2"], None)
     assert a == b and a != c
-    assert a != history.fingerprint("vllm", ["/venv/bin/python", "-m", "vllm", "--model", "m", "--port", "8000"], "gpu1")
+    elsewhere = ["/venv/bin/python", "-m", "vllm", "--model", "m", "--port", "8000"]
+    assert a != history.fingerprint("vllm", elsewhere, "gpu1")
 
 
 def test_runs_show_and_diff_from_the_cli(tmp_path):

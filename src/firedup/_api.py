@@ -19,6 +19,7 @@ from .defaults import STALL, STOP_GRACE
 from .judge import Verdict
 from .sources import pgroup
 
+
 @dataclass
 class Server:
     name: str
@@ -42,7 +43,8 @@ def launch(argv: Sequence[str], *, name: str | None = None, server: str | None =
     if launched.verdict.outcome != "ready":
         launched.stop(stop_grace)
         raise ServerError.of(launched.verdict, launched.record.log)
-    handle = Server(launched.record.name, launched.record.pid, launched.record.url, launched.record.log, launched.verdict)
+    record = launched.record
+    handle = Server(record.name, record.pid, record.url, record.log, launched.verdict)
     try:
         yield handle
     finally:

@@ -261,7 +261,8 @@ def slurm_job(args: argparse.Namespace) -> SlurmJob | None:
 def start(args: argparse.Namespace) -> Start:
     return Start(name=args.name, server=args.server, url=args.url, log=args.log, stall=args.stall,
                  timeout=args.timeout, grace=args.grace, kill_on_stall=args.kill_on_stall,
-                 probe_generate=args.probe_generate, port_check=args.port_check == "on", host=args.host, slurm=slurm_job(args),
+                 probe_generate=args.probe_generate, port_check=args.port_check == "on", host=args.host,
+                 slurm=slurm_job(args),
                  ssh_args=args.ssh_arg)
 
 

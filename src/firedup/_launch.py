@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import psutil
@@ -23,11 +23,11 @@ from .judge import Verdict
 from .ledger import environment
 from .ledger.memory import Memory
 from .ledger.store import Ledger
-from .sources import owners, pgroup, process, ssh
-from .sources.http import address_of, is_local
-from .sources.file import FileFollower
-from .sources.process import ExitWatch
 from .sinks import Sink
+from .sources import owners, pgroup, process, ssh
+from .sources.file import FileFollower
+from .sources.http import address_of, is_local
+from .sources.process import ExitWatch
 from .watch import Watch
 
 _LOCAL = {"", "0.0.0.0", "::", "[::]", "localhost"}
@@ -210,7 +210,8 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
                                   environment=snapshot.result())
     note = None
     if verdict.outcome == "ready":
-        note = f"running: pid {popen.pid}, log {log_path}; follow it with: tail -f {log_path}; stop it with: firedup stop {name}"
+        note = (f"running: pid {popen.pid}, log {log_path}; follow it with: tail -f {log_path}; "
+                f"stop it with: firedup stop {name}")
     elif verdict.outcome == "stalled" and not kill_on_stall:
         note = (f"left running for inspection: pid {popen.pid}, log {log_path}; "
                 f"stop it with: firedup stop {name}")

@@ -16,7 +16,6 @@ from .rules import Rule, RuleSet
 from .scanner import Prefilter, Scanner
 from .signals import Signal
 
-
 # Lines read while the family is unknown are held back this long for it to show.
 HOLD_LINES = 2000
 # A configuration printed over many lines (Rust's {:#?}) is read this far at most.

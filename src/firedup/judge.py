@@ -65,6 +65,7 @@ from .defaults import GRACE
 from .rules import PHASES
 from .signals import Signal
 
+
 def _weak(s: Signal | None) -> bool:
     """Whether a signal names no root cause: none, ``other``, or a consequence
     (a rule that says how a process died, not why: see _failed)."""
@@ -473,5 +474,6 @@ class Judge:
                     "a crash while serving, not at start-up"]
         if outcome == "ready" and self.owner == "unknown":
             return ["the health endpoint answered, but whose port it is could not be checked "
-                    "(another host, network namespace or container): the listening socket is not in this machine's view"]
+                    "(another host, network namespace or container): the listening socket is not in this "
+                    "machine's view"]
         return []

@@ -40,8 +40,8 @@ _PREFIXES = [
     # TensorRT-LLM: "[TensorRT-LLM][INFO] ", "[TRT-LLM] [I] "
     re.compile(r"\[(?:TensorRT-LLM|TRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] "),
     # lmdeploy / python logging: "lmdeploy - INFO - [pid=1 ppid=0] - async_engine.py:130 - " (after its timestamp)
-    re.compile(r"(?:- )?(?P<origin>[\w.]+) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:\[pid=\d+ ppid=\d+\] - )?"
-               r"(?:[\w.]+:\d+ - )?"),
+    re.compile(r"(?:- )?(?P<origin>[\w.]+) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+               r"(?:\[pid=\d+ ppid=\d+\] - )?(?:[\w.]+:\d+ - )?"),
 ]
 
 

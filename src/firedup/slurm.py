@@ -22,17 +22,29 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import registry, rules
-from ._exceptions import InputError
+from ._exceptions import InputError, SlurmError, SSHError
+from ._launch import derive_url
 from .defaults import GRACE, STALL
 from .judge import Judge, Verdict
-from ._launch import derive_url
 from .ledger.memory import Memory
 from .ledger.store import Ledger
 from .signals import Signal
 from .sinks import Sink
-from ._exceptions import SlurmError, SSHError
-from .sources.slurm import (ENDED, FIRST_POLL, POLL_EVERY, Commands, JobPoller, cancel, commands_for, node_address,
-                            rejected, sacct, scontrol_job, squeue, submit)
+from .sources.slurm import (
+    ENDED,
+    FIRST_POLL,
+    POLL_EVERY,
+    Commands,
+    JobPoller,
+    cancel,
+    commands_for,
+    node_address,
+    rejected,
+    sacct,
+    scontrol_job,
+    squeue,
+    submit,
+)
 from .sources.ssh import Host
 from .watch import Watch
 
@@ -291,7 +303,8 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
         judge.feed(rejected(str(e)), time.monotonic())
         verdict = replace(judge.decide(time.monotonic()), slurm={"job": None, "submit": str(e)})
         if memory is not None:
-            verdict = memory.remember(verdict, kind="launch", name=name, log=None, environment=None, scheduler=verdict.slurm)
+            verdict = memory.remember(verdict, kind="launch", name=name, log=None, environment=None,
+                                      scheduler=verdict.slurm)
         return Launched(registry.Record(name=name, pid=0, argv=argv, log="", url=None, server=family,
                                  started=time.time(), created=0.0), verdict, "sbatch refused the job")
     logs = [Log("job", batch_log.replace("%j", job), head=nodes <= 1, batch=True)]

@@ -19,16 +19,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, BinaryIO
 
-
 from ._exceptions import InputError
 from .defaults import CONFIRM, GRACE, IDLE, QUIET, SETTLE, STALL
 from .engine import Engine
 from .judge import Judge, Verdict
 from .signals import Signal
 from .sinks import Sink
-from .sources import inotify
+from .sources import inotify, owners
 from .sources.file import FileFollower
-from .sources import owners
 from .sources.http import Prober, address_of, is_local
 from .sources.process import ExitWatch
 from .sources.procstat import TreeSampler, working
@@ -115,7 +113,8 @@ class Watch:
             sel.register(self.exit_watch, selectors.EVENT_READ)
         if self.url:
             self._start_prober(sel)
-        log = self.follower.path if self.follower else f"ssh://{self.remote.host}{self.remote.path}" if self.remote else "-"
+        log = (self.follower.path if self.follower else f"ssh://{self.remote.host}{self.remote.path}" if self.remote
+               else "-")
         self._emit(0.0, "start", server=self.engine.family, log=log,
                    pid=self.exit_watch.pid if self.exit_watch else None, url=self.prober.url if self.prober else None)
         if self.expect:
@@ -165,7 +164,8 @@ class Watch:
                     if verdict.outcome == "stalled" and self.exit_watch is not None:
                         verdict = replace(verdict, stacks=stack_dump(self.sampler.sample()))
                     if self.follower is not None and not self.follower.exists:
-                        verdict = replace(verdict, notes=[*verdict.notes, f"the log {self.follower.path} never appeared"])
+                        note = f"the log {self.follower.path} never appeared"
+                        verdict = replace(verdict, notes=[*verdict.notes, note])
                     return verdict
                 self._view(now)
                 for key, _ in sel.select(self._sleep(now)):

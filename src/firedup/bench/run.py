@@ -45,7 +45,8 @@ class BenchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "model": self.model, "model_source": self.model_source, "workload": self.workload,
-                **self.metrics, **metrics.vllm_arrays(self.requests), "health": self.health, "speculative": self.speculative,
+                **self.metrics, **metrics.vllm_arrays(self.requests), "health": self.health,
+                "speculative": self.speculative,
                 "warnings": self.warnings, "requests": self.requests}
 
 
@@ -263,7 +264,8 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
     sent = 0
 
     def more() -> bool:
-        return (workload.num_prompts is None or sent < len(items)) and (deadline is None or time.perf_counter() < deadline)
+        return ((workload.num_prompts is None or sent < len(items))
+                and (deadline is None or time.perf_counter() < deadline))
 
     if workload.request_rate:
         rng = random.Random(workload.seed)

@@ -41,7 +41,8 @@ class Memory:
                  environment: dict[str, Any] | None, scheduler: dict[str, Any] | None = None) -> Verdict:
         """Write the run; the verdict as it is recorded: with what was unusual,
         what changed since the last good run, and its run id."""
-        run = {"kind": kind, "name": name, "host": self.host, "command": self.argv, "server": verdict.server or self.server,
+        run = {"kind": kind, "name": name, "host": self.host, "command": self.argv,
+               "server": verdict.server or self.server,
                "version": verdict.version, "config": verdict.config, "phases": verdict.phases,
                "outcome": verdict.outcome, "cause": verdict.cause, "evidence": verdict.evidence, "log": log,
                "started": self.started, "elapsed": verdict.elapsed, "environment": environment or {},

@@ -64,7 +64,8 @@ class LiveView:
 
     def event(self, t: float, name: str, **fields: Any) -> None:
         if name in ("phase", "warning", "exit"):
-            self.live.console.print(Text(f"{_clock(t)} {name}: {fields.get('phase') or fields.get('line') or fields.get('code')}", "dim"))
+            what = fields.get("phase") or fields.get("line") or fields.get("code")
+            self.live.console.print(Text(f"{_clock(t)} {name}: {what}", "dim"))
 
     def update(self, view: dict[str, Any]) -> None:
         grid = Table.grid(padding=(0, 1))

@@ -108,7 +108,7 @@ def bench_report(result: dict[str, Any], console: Console) -> None:
             console.print(f"{label + ':':<40}{fmt.format(m[key]):<10}")
     for name, title in (("ttft", "Time to First Token"), ("tpot", "Time per Output Token (excl. 1st token)"),
                         ("itl", "Inter-token Latency"), ("e2el", "End-to-end Latency")):
-        console.print(Text("{s:-^50}".format(s=title), "bold"))
+        console.print(Text(f"{title:-^50}", "bold"))
         for key in sorted(k for k in m if k.endswith(f"_{name}_ms")):
             stat = key.split("_")[0]
             label = {"mean": "Mean", "median": "Median", "std": "Std"}.get(stat, stat.upper())
@@ -133,7 +133,8 @@ def bench_report(result: dict[str, Any], console: Console) -> None:
     if m.get("input_tokens_by"):
         console.print(Text(f"input lengths: {m['input_tokens_by']}", "dim"))
     health = result["health"]
-    rate = (f" · sent {health['achieved_rate']:.1f} req/s of {health.get('drawn_rate', health['target_rate']):.1f} drawn "
+    drawn = health.get("drawn_rate", health.get("target_rate"))
+    rate = (f" · sent {health['achieved_rate']:.1f} req/s of {drawn:.1f} drawn "
             f"({health['target_rate']:g} asked)" if health.get("target_rate") else "")
     console.print(Text(f"client: {100 * health['client_cpu']:.0f}% of a core · event-loop lag p99 "
                        f"{health['loop_lag_p99_ms']:.1f} ms · socket read lag p99 "

@@ -6,13 +6,13 @@ With ``generate``, a healthy server is also asked for a one-token completion
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import os
 import queue
+import socket
 import threading
 import time
-import ipaddress
-import socket
 from urllib.parse import urlsplit
 
 import psutil
