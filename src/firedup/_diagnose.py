@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from ._exceptions import InputError
 from .engine import Engine
@@ -53,7 +53,7 @@ def diagnose(source: str | os.PathLike | BinaryIO, server: str | None = None, le
 
 def _read(source: str | os.PathLike | BinaryIO, server: str | None) -> Verdict:
     if hasattr(source, "read"):
-        return diagnose_stream(source, server)
+        return diagnose_stream(cast(BinaryIO, source), server)
     if str(source) == "-":
         return diagnose_stream(sys.stdin.buffer, server)
     name = os.fspath(source)

@@ -148,6 +148,11 @@ def port_taken(port: int, holders: list[str], family: str | None) -> Verdict:
     )
 
 
+def _decided(verdict: Verdict | None) -> Verdict:
+    assert verdict is not None  # a watch without a cancel event always decides
+    return verdict
+
+
 def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str | None = None,
                     log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = STALL,
                     timeout: float | None = None, grace: float = GRACE, kill_on_stall: bool = False,
@@ -177,7 +182,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     port = port_of(url)
     # Only a socket on the address the server binds (or a wildcard) is in its way.
     holders = owners.listeners(port, address_of(_flag(argv, "--host", "--hostname"))) if port else []
-    if holders and port_check:
+    if port and holders and port_check:
         verdict = port_taken(port, [held_by(h) for h in holders], family)
         if memory is not None:
             verdict = memory.remember(verdict, kind="launch", name=name, log=str(log_path), environment=None)
@@ -201,7 +206,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
                   stall_for=memory.stall_for(stall) if memory else None,
                   expect=memory.expectation() if memory else None, listening_before={h.inode for h in holders})
     try:
-        verdict = watch.run()
+        verdict = _decided(watch.run())
     except BaseException:  # Ctrl-C, or firedup itself failing: no orphans holding GPUs
         pgroup.stop_group(popen.pid, stop_grace, popen.poll)
         raise
@@ -218,6 +223,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     elif pgroup.group_alive(popen.pid):
         how = pgroup.stop_group(popen.pid, stop_grace, popen.poll)
         note = f"stopped the server's process group ({how})"
+    assert watch.follower is not None
     return Launched(run, popen, verdict, note, watch.follower.offset)
 
 
@@ -241,7 +247,7 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
                   stall_for=memory.stall_for(stall) if memory else None,
                   expect=memory.expectation() if memory else None)
     try:
-        verdict = watch.run()
+        verdict = _decided(watch.run())
     except ssh.PortTaken as taken:
         remote.close()
         verdict = port_taken(taken.port, taken.holders, family)

@@ -123,5 +123,5 @@ def _interleaved(a: list[str], b: list[str], start: Start, workload: Workload, h
         metrics.update(repeats_across="interleaved server starts",
                        interleaved={"group": group, "side": side, "order": order})
         benches[side] = session.record(ledger, servers[side], metrics)
-    report = compare([ledger.get(benches["A"].run_id), ledger.get(benches["B"].run_id)], min_effect)
+    report = compare([ledger.run(benches["A"].run_id), ledger.run(benches["B"].run_id)], min_effect)
     return RunResult(benches, order, report, results)

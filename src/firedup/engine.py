@@ -72,7 +72,7 @@ class Engine:
         self._progress_rules = [r for r in self.ruleset.rules if r.kind == "progress"]
         self._stopping_rules = [r for r in self.ruleset.rules if r.kind == "stopping"]
         self._peeked: bytes | None = None
-        self._held: list[tuple] = []
+        self._held: list[tuple[int, lines.Line, list[Rule], list[Signal], bool]] = []
         self._block: _Block | None = None  # an open multi-line configuration
         self._last_heartbeat = 0  # line number of the last heartbeat read
 
@@ -189,6 +189,7 @@ class Engine:
     def _extend_block(self, line: lines.Line, out: list[Signal]) -> bool:
         """Take a line into the open multi-line configuration; False for a
         line that starts a new log record instead (the block was cut short)."""
+        assert self._block is not None
         texts = self._block.texts
         if line.level:
             self._close_block(out)

@@ -114,7 +114,7 @@ class Verdict:
         return self.outcome.exit_code
 
     def to_dict(self) -> dict[str, Any]:
-        d = {
+        d: dict[str, Any] = {
             "outcome": self.outcome, "cause": self.cause, "server": self.server,
             "phase": self.phase, "evidence": self.evidence, "explanation": self.explanation,
             "remedy": self.remedy, "progress": self.progress, "config": self.config,

@@ -87,7 +87,7 @@ def parse(raw: str) -> Line:
         m = _PREFIX.match(message)
         if m is None or m.end() == len(message):
             break
-        origin_group, level_group = _PREFIX_GROUPS[m.lastgroup]
+        origin_group, level_group = _PREFIX_GROUPS[m.lastgroup or ""]
         origin = origin_group and m.group(origin_group) or origin
         level = level_group and m.group(level_group) or level
         message = message[m.end():]

@@ -23,7 +23,7 @@ from .lines import ANSI
 try:
     import hyperscan
 except ImportError:  # platforms without a hyperscan wheel: same results, slower
-    hyperscan = None
+    hyperscan = None  # type: ignore[assignment]  # the module, or None where it has no wheel
 
 MAX_LINE = 1 << 20
 MAX_REDRAW = 4096  # a progress bar's redraw is short: a longer tail is a line being written
@@ -86,7 +86,7 @@ def _compile(patterns: list[bytes]):
 def _load_or_compile(patterns: list[bytes]):
     """Compiling the rule set takes a fifth of a second; loading it back, microseconds.
     The compiled database is kept in the user's cache directory, named by its content."""
-    key = hashlib.sha256(b"\0".join([hyperscan.__version__.encode(), *patterns])).hexdigest()[:24]
+    key = hashlib.sha256(b"\0".join([getattr(hyperscan, "__version__", "").encode(), *patterns])).hexdigest()[:24]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "firedup" / f"{key}.hsdb"
     try:
         return hyperscan.loadb(cache.read_bytes(), hyperscan.HS_MODE_BLOCK)

@@ -77,7 +77,7 @@ class Log:
 class Feed:
     """One watch's share of the scheduler's signals (the watch calls signals())."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._q: queue.SimpleQueue[Signal] = queue.SimpleQueue()
 
     def put(self, s: Signal) -> None:
@@ -160,8 +160,8 @@ class Follow:
             elif log.batch:
                 feed.put(s)
 
-    def run(self) -> tuple[Verdict | None, Log | None]:
-        """The overall verdict and the log it rests on (None, None if cancelled)."""
+    def run(self) -> tuple[Verdict, Log]:
+        """The overall verdict and the log it rests on."""
         results: queue.SimpleQueue = queue.SimpleQueue()
 
         def one(i: int) -> None:
@@ -194,7 +194,9 @@ class Follow:
             poller.join(5)
         if self.error is not None:
             raise self.error
-        return found
+        verdict, log = found
+        assert verdict is not None and log is not None  # the watches ended: one of them decided
+        return verdict, log
 
 
 class _Labelled:
@@ -301,7 +303,9 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
             raise InputError(str(e)) from None
         judge = Judge(now=time.monotonic(), server=family)
         judge.feed(rejected(str(e)), time.monotonic())
-        verdict = replace(judge.decide(time.monotonic()), slurm={"job": None, "submit": str(e)})
+        decided = judge.decide(time.monotonic())
+        assert decided is not None  # a rejection decides at once
+        verdict = replace(decided, slurm={"job": None, "submit": str(e)})
         if memory is not None:
             verdict = memory.remember(verdict, kind="launch", name=name, log=None, environment=None,
                                       scheduler=verdict.slurm)
@@ -386,6 +390,7 @@ def state(job: str, host: str | None = None, ssh_args: Sequence[str] = ()) -> st
 
 def stop(run: registry.Record, ssh_args: Sequence[str] = ()) -> str:
     """Cancel the job, through its login node if it was launched through one."""
+    assert run.job is not None
     commands = commands_for(run.host, ssh_args)
     try:
         cancel(commands, run.job)

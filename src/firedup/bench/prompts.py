@@ -167,6 +167,7 @@ class ServerTokenizer:
         return None
 
     async def count(self, text: str) -> int:
+        assert self.found is not None, "find() first"
         n = await self._ask(self.found, text)
         if n is None:
             raise client.HttpError(f"POST {self.found[0]} stopped answering")

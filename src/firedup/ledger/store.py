@@ -139,6 +139,7 @@ class Ledger:
             cur = self.db.execute(f"INSERT INTO runs ({columns}) VALUES ({marks})", tuple(run.values()))
         except sqlite3.DatabaseError as e:
             raise LedgerError(f"cannot write to {self.path}: {e}") from None
+        assert cur.lastrowid is not None
         return cur.lastrowid
 
     def get(self, run_id: int) -> dict[str, Any] | None:
@@ -156,7 +157,8 @@ class Ledger:
              fingerprint: str | None = None, outcome: str | None = None, kind: str | None = None,
              not_kind: str | None = None, limit: int | None = None) -> list[dict]:
         """Runs, newest first."""
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         for column, value in (("name", name), ("server", server), ("fingerprint", fingerprint),
                               ("outcome", outcome), ("kind", kind)):
             if value is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
@@ -71,7 +71,7 @@ class LiveView:
         grid = Table.grid(padding=(0, 1))
         grid.add_row(Text(f"{self.title}", "bold"), Text(f"{view['server'] or 'server'}  phase: {view['phase']}"),
                      Text(f"elapsed {_clock(view['elapsed'])}", "dim"))
-        rows = [grid]
+        rows: list[RenderableType] = [grid]
         progress = view.get("progress")
         if progress and progress.get("total"):
             eta = self.eta(progress, view["elapsed"])

@@ -61,15 +61,15 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
     for anomaly in verdict.anomalies:
         console.print(Text("  slow: ", "bold yellow") + Text(anomaly))
     if verdict.changes:
-        lines = change_lines(verdict.changes)
+        changed = change_lines(verdict.changes)
         console.print(Text("  changed since the last good run:", "bold")
-                      + Text("" if lines else " nothing in its configuration or environment"))
-        for line in lines:
-            console.print(Text(f"    {line}"), overflow="ellipsis", no_wrap=True)
+                      + Text("" if changed else " nothing in its configuration or environment"))
+        for text in changed:
+            console.print(Text(f"    {text}"), overflow="ellipsis", no_wrap=True)
     if verdict.stacks:
-        lines = verdict.stacks.splitlines()
+        stack = verdict.stacks.splitlines()
         console.print(Text("  where it waits (py-spy dump):", "bold"))
-        for line in lines[:MAX_STACK_LINES]:
-            console.print(Text(f"    {line}", "dim"), overflow="ellipsis", no_wrap=True)
-        if len(lines) > MAX_STACK_LINES:
-            console.print(Text(f"    … {len(lines) - MAX_STACK_LINES} more lines", "dim"))
+        for text in stack[:MAX_STACK_LINES]:
+            console.print(Text(f"    {text}", "dim"), overflow="ellipsis", no_wrap=True)
+        if len(stack) > MAX_STACK_LINES:
+            console.print(Text(f"    … {len(stack) - MAX_STACK_LINES} more lines", "dim"))

@@ -4,6 +4,7 @@ and truncation, never read a byte twice."""
 from __future__ import annotations
 
 import os
+from typing import BinaryIO
 
 
 class FileFollower:
@@ -13,7 +14,7 @@ class FileFollower:
         """Follow ``path`` from byte ``offset`` of the file it names now (0: the whole file)."""
         self.path = os.fspath(path)
         self.start_offset = offset
-        self._f = None
+        self._f: BinaryIO | None = None
         self._ino: tuple[int, int] | None = None
         self.offset = 0
         self.rotations = 0
@@ -47,6 +48,7 @@ class FileFollower:
             st = os.stat(self.path)
         except FileNotFoundError:
             return b"".join(out)  # moved away: keep reading the old file until it reappears
+        assert self._f is not None
         if (st.st_dev, st.st_ino) != self._ino:
             self._f.close()
             self._f = None
@@ -60,6 +62,7 @@ class FileFollower:
         return b"".join(out)
 
     def _drain(self) -> bytes:
+        assert self._f is not None
         parts = []
         while True:
             chunk = self._f.read(self.CHUNK)

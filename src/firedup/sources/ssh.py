@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from .._exceptions import InputError, SSHError
@@ -69,7 +69,7 @@ def parse_target(target: str) -> tuple[Host, str] | None:
     return Host.parse(netloc), parts.path
 
 
-def ssh_command(host: Host, remote: list[str], extra: list[str] = ()) -> list[str]:
+def ssh_command(host: Host, remote: list[str], extra: Sequence[str] = ()) -> list[str]:
     argv = ["ssh", *shlex.split(os.environ.get(SSH_ARGS_ENV, "")), *extra,
             "-o", "BatchMode=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
     if host.port:
@@ -123,16 +123,22 @@ def agent_command(host: Host, args: dict[str, Any], ssh_args: Sequence[str] = ()
     return ssh_command(host, ["python3", "-c", _BOOTSTRAP, _agent_sources(), encoded], list(ssh_args))
 
 
-def _start_agent(host: Host, args: dict[str, Any], ssh_args: list[str]) -> subprocess.Popen:
+def _start_agent(host: Host, args: dict[str, Any], ssh_args: Sequence[str]) -> subprocess.Popen[bytes]:
     """ssh to the host, running the agent with these arguments."""
     return subprocess.Popen(agent_command(host, args, ssh_args),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _hang_up(proc: subprocess.Popen) -> None:
+def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes], IO[bytes]]:
+    """An agent's stdin, stdout and stderr (it is always started with all three)."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    return proc.stdin, proc.stdout, proc.stderr
+
+
+def _hang_up(proc: subprocess.Popen[bytes]) -> None:
     """End an agent's connection: the agent ends when its stdin does; killed if it does not."""
     try:
-        proc.stdin.close()
+        _pipes(proc)[0].close()
         proc.wait(timeout=3)
     except (OSError, subprocess.TimeoutExpired):
         proc.kill()
@@ -158,7 +164,7 @@ class RemoteSource:
     ("exit", code), ("probe", dict), ("started", pid), ("error", message)."""
 
     def __init__(self, host: Host, path: str, *, pid: int | None = None, url: str | None = None,
-                 launch: list[str] | None = None, ssh_args: list[str] = (), clock=time.monotonic,
+                 launch: list[str] | None = None, ssh_args: Sequence[str] = (), clock=time.monotonic,
                  snapshot: bool = False, port_check: bool = True):
         self.host = host
         self.port_check = port_check
@@ -193,12 +199,12 @@ class RemoteSource:
 
     def connect(self) -> None:
         self._proc = _start_agent(self.host, self._args(), self.ssh_args)
-        os.set_blocking(self._proc.stdout.fileno(), False)
+        os.set_blocking(_pipes(self._proc)[1].fileno(), False)
         self._buf = b""
         self.connects += 1
 
     def fileno(self) -> int:
-        return self._proc.stdout.fileno() if self._proc is not None else -1
+        return _pipes(self._proc)[1].fileno() if self._proc is not None else -1
 
     @property
     def connected(self) -> bool:
@@ -213,9 +219,9 @@ class RemoteSource:
             self._proc = None
 
     def _close_pipes(self) -> None:
-        for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        assert self._proc is not None
+        for pipe in _pipes(self._proc):
+            pipe.close()
 
     def stop_server(self, grace: float) -> None:
         if self._proc is not None and self._proc.stdin is not None:
@@ -242,7 +248,7 @@ class RemoteSource:
             return []
         out: list[tuple[str, Any]] = []
         try:
-            data = self._proc.stdout.read()
+            data = _pipes(self._proc)[1].read()
         except (BlockingIOError, ValueError):
             data = None
         if data:
@@ -252,7 +258,7 @@ class RemoteSource:
                 self._record(line, out)
         elif data == b"":  # the connection ended
             self._proc.wait()
-            stderr = self._proc.stderr.read().decode(errors="replace")
+            stderr = _pipes(self._proc)[2].read().decode(errors="replace")
             self._close_pipes()
             self._proc = None
             problem = _classify(stderr, self.host)
@@ -308,7 +314,7 @@ class Channel:
     resume at their offsets, commands in flight are asked again, except an
     sbatch, which fails rather than risk submitting the job twice."""
 
-    def __init__(self, host: Host, ssh_args: list[str] = ()):
+    def __init__(self, host: Host, ssh_args: Sequence[str] = ()):
         self.host = host
         self.ssh_args = list(ssh_args)
         self.connects = 0
@@ -322,15 +328,16 @@ class Channel:
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
-    def _connect(self) -> subprocess.Popen:
+    def _connect(self) -> subprocess.Popen[bytes]:
         proc = _start_agent(self.host, {"hub": True}, self.ssh_args)
         self.connects += 1
         return proc
 
     def _send(self, line: str) -> None:
         try:
-            self._proc.stdin.write(line.encode() + b"\n")
-            self._proc.stdin.flush()
+            stdin = _pipes(self._proc)[0]
+            stdin.write(line.encode() + b"\n")
+            stdin.flush()
         except (OSError, ValueError):
             pass  # the connection dropped: the reader re-opens it and sends again
 
@@ -349,7 +356,9 @@ class Channel:
             raise SSHError(f"{self.host} did not answer {argv[0]} in {timeout + 30:.0f} s")
         if call.error:
             raise SSHError(call.error)
-        return call.reply["rc"], call.reply["stdout"], call.reply["stderr"]
+        reply = call.reply
+        assert reply is not None
+        return reply["rc"], reply["stdout"], reply["stderr"]
 
     def follow(self, path: str) -> TailSource:
         with self._lock:
@@ -372,11 +381,11 @@ class Channel:
     def _read(self) -> None:
         attempt, received = 0, False
         while True:
-            for line in self._proc.stdout:
+            for line in _pipes(self._proc)[1]:
                 received, attempt = True, 0
                 self._record(line.rstrip(b"\n"))
             self._proc.wait()
-            stderr = self._proc.stderr.read().decode(errors="replace")
+            stderr = _pipes(self._proc)[2].read().decode(errors="replace")
             if self._closing:
                 return
             problem = _classify(stderr, self.host)
