@@ -204,3 +204,18 @@ def test_every_error_is_a_firedup_error_and_a_bug_shows_its_traceback(monkeypatc
     monkeypatch.setitem(cli.COMMANDS, "ps", lambda args: {}["missing"])
     with pytest.raises(KeyError):
         cli.main(["ps"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "--concurrency", "-3"], "argument --concurrency: must be 1 or more, not -3"),
+    (["bench", "--num-prompts", "0"], "argument --num-prompts: must be 1 or more, not 0"),
+    (["bench", "--repeat", "x"], "argument --repeat: not a whole number: 'x'"),
+    (["bench", "--request-rate", "-1"], "argument --request-rate: must be more than 0, not -1"),
+    (["runs", "--limit", "0"], "argument --limit: must be 1 or more, not 0"),
+    (["launch", "--nodes", "0", "--slurm"], "argument --nodes: must be 1 or more, not 0"),
+])
+def test_counts_of_zero_or_less_are_refused_in_one_line(args, message):
+    proc = run_cli(*args, "http://127.0.0.1:1")
+    assert proc.returncode == 2
+    assert proc.stderr.decode().splitlines()[-1].endswith(f"error: {message}")
+    assert b"Traceback" not in proc.stderr

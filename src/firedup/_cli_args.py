@@ -7,6 +7,7 @@ import argparse
 import os
 import re
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 from . import __version__
@@ -33,6 +34,34 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _at_least(least: int) -> Callable[[str], int]:
+    """A whole number, ``least`` or more (a count of requests, repeats, nodes ...)."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be {least} or more, not {value}")
+        return value
+
+    return whole
+
+
+_count = _at_least(1)
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
+
+
 def _live_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", choices=SERVERS, help="server family (default: detect)")
     p.add_argument("--url", help="the server's base URL for health probes (default: from --host/--port)")
@@ -53,22 +82,22 @@ def _port_check_option(p: argparse.ArgumentParser) -> None:
 
 def _bench_options(p: argparse.ArgumentParser) -> None:
     load = p.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=int, help="requests in flight at once (default 1)")
-    load.add_argument("--request-rate", type=float, help="requests per second (Poisson arrivals)")
-    p.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of arrivals (1: Poisson)")
-    p.add_argument("--max-concurrency", type=int, help="with --request-rate: a cap on requests in flight")
+    load.add_argument("--concurrency", type=_count, help="requests in flight at once (default 1)")
+    load.add_argument("--request-rate", type=_rate, help="requests per second (Poisson arrivals)")
+    p.add_argument("--burstiness", type=_rate, default=1.0, help="gamma shape of arrivals (1: Poisson)")
+    p.add_argument("--max-concurrency", type=_count, help="with --request-rate: a cap on requests in flight")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--num-prompts", type=int, help="how many requests (default 100)")
+    size.add_argument("--num-prompts", type=_count, help="how many requests (default 100)")
     size.add_argument("--duration", type=_seconds, help="send requests for this many seconds")
-    p.add_argument("--input-len", type=int, default=256, help="tokens of a random prompt (default 256)")
+    p.add_argument("--input-len", type=_count, default=256, help="tokens of a random prompt (default 256)")
     p.add_argument("--random-range-ratio", type=float, default=0.0, metavar="R",
                    help="lengths uniform in [L·(1-R), L·(1+R)], as vllm bench serve (default 0)")
     p.add_argument("--tokenizer", metavar="PATH|MODEL_DIR",
                    help="build prompts from this tokenizer's token ids, as vllm bench serve (needs firedup[tokenizer]; "
                         "default: the server's tokenize endpoint, else words calibrated on its usage)")
-    p.add_argument("--output-len", type=int, default=128, help="max tokens of an answer (default 128)")
+    p.add_argument("--output-len", type=_count, default=128, help="max tokens of an answer (default 128)")
     p.add_argument("--dataset", help="JSONL prompts ({\"prompt\": ..., \"output_len\": ...}) or a ShareGPT file")
-    p.add_argument("--warmup", type=int, default=2, help="requests sent first and not counted")
+    p.add_argument("--warmup", type=_at_least(0), default=2, help="requests sent first and not counted")
     p.add_argument("--chat", action="store_true", help="use /v1/chat/completions")
     p.add_argument("--model", help="the served model's name (default: from the launch's command line or "
                                    "configuration, else the first of /v1/models)")
@@ -79,7 +108,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ignore-eos", action="store_true", help="ask the server to generate all --output-len tokens")
     p.add_argument("--goodput", nargs="+", metavar="SLO:MS", help="e.g. ttft:500 tpot:50 (e2el too)")
     p.add_argument("--percentiles", default="99", help="comma-separated, e.g. 50,90,99")
-    p.add_argument("--repeat", type=int, default=1, help="run K times to tell a change from noise")
+    p.add_argument("--repeat", type=_count, default=1, help="run K times to tell a change from noise")
     p.add_argument("--calibrate", action="store_true", help="measure the client's own ceiling on a zero-work server")
     p.add_argument("--plot", metavar="FILE.png", help="throughput and latency over time (needs matplotlib)")
     p.add_argument("--json", action="store_true")
@@ -110,7 +139,7 @@ def _slurm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slurm", action="store_true", help="submit CMD as a Slurm job (sbatch) and follow it")
     p.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
                    help="with --slurm: an extra sbatch argument (repeatable), e.g. --sbatch-arg=--time=10")
-    p.add_argument("--nodes", type=int, default=1, help="with --slurm: nodes, one task (and log) each (default 1)")
+    p.add_argument("--nodes", type=_count, default=1, help="with --slurm: nodes, one task (and log) each (default 1)")
     p.add_argument("--log-dir", help="with --slurm: the folder of the job's logs, seen by every node "
                                      "(default ~/.local/state/firedup/logs)")
 
@@ -213,7 +242,7 @@ def parser() -> argparse.ArgumentParser:
     rs.add_argument("--name")
     rs.add_argument("--server", choices=SERVERS)
     rs.add_argument("--since", type=_since, help="a date (2026-11-29) or an age (90m, 12h, 7d)")
-    rs.add_argument("--limit", type=int, default=20)
+    rs.add_argument("--limit", type=_count, default=20)
     rs.add_argument("--json", action="store_true")
     _ledger_option(rs)
 
