@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import array
 import asyncio
+import errno
 import json
 import platform
 import socket
@@ -32,6 +33,16 @@ _TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64"
 _ANCILLARY = socket.CMSG_SPACE(16) if _TIMESTAMPNS else 0
 _DECODER = json.JSONDecoder()
 CONNECT_TIMEOUT = 10.0  # a host that drops the handshake is not waited on for the kernel's minutes
+
+
+class NotListening(ConnectionRefusedError):
+    """Nothing listens at the server's address: the connection was refused."""
+
+    def __init__(self, url: str):
+        super().__init__(errno.ECONNREFUSED, f"nothing is listening at {url}")
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 def enable_timestamps(sock: socket.socket) -> None:
@@ -85,6 +96,10 @@ class Endpoint:
             except TimeoutError:  # asyncio's too, since 3.11
                 sock.close()
                 error = OSError(f"no answer from {self.authority} in {CONNECT_TIMEOUT:g} s")
+                continue
+            except ConnectionRefusedError:
+                sock.close()
+                error = NotListening(self.base)
                 continue
             except OSError as e:
                 sock.close()
