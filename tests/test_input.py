@@ -219,3 +219,14 @@ def test_counts_of_zero_or_less_are_refused_in_one_line(args, message):
     assert proc.returncode == 2
     assert proc.stderr.decode().splitlines()[-1].endswith(f"error: {message}")
     assert b"Traceback" not in proc.stderr
+
+
+def test_a_binary_file_shows_its_control_bytes_escaped(tmp_path):
+    log = tmp_path / "core.log"
+    log.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x07 not a log\n")
+    proc = run_cli("diagnose", str(log))
+    out = proc.stdout.decode()
+    assert proc.returncode == 5 and "line 1: \\x7fELF\\x02\\x01\\x01\\x00\\x00\\x07 not a log" in out
+    assert not any(c < " " and c not in "\n" for c in out)
+    raw = json.loads(run_cli("diagnose", "--json", str(log)).stdout)  # JSON keeps the line as it was
+    assert raw["evidence"]["line"].startswith("\x7fELF\x02")

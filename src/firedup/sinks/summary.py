@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.text import Text
 
@@ -15,6 +17,15 @@ MAX_STACK_LINES = 60
 KEY_CONFIG = ("model", "model_path", "model_id", "attention_backend", "tp_size",
               "tensor_parallel_size", "dtype", "quantization", "max_model_len",
               "context_length", "mem_fraction_static", "gpu_memory_utilization", "port")
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """A log line as a terminal can show it: control bytes (a binary file read
+    as a log) escaped as \\xNN, tabs kept."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _config_items(config: dict) -> list[tuple[str, object]]:
@@ -35,7 +46,7 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
     if verdict.evidence:
         lineno = verdict.evidence.get("lineno")
         line = Text(f"  line {lineno}: " if lineno else "  evidence: ", "dim")
-        text = verdict.evidence["line"]
+        text = printable(verdict.evidence["line"])
         line.append(text if len(text) <= MAX_EVIDENCE else text[:MAX_EVIDENCE] + "…")
         console.print(line, overflow="fold")
     if verdict.explanation:
@@ -54,7 +65,7 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
     if verdict.benign:
         first = verdict.benign[0]
         console.print(Text(f"  ignored {len(verdict.benign)} benign line(s), e.g. line "
-                           f"{first['lineno']} [{first['rule']}]: {first['line']}", "dim"),
+                           f"{first['lineno']} [{first['rule']}]: {printable(first['line'])}", "dim"),
                       overflow="ellipsis", no_wrap=True)
     for note in verdict.notes:
         console.print(Text("  note: ", "bold yellow") + Text(note))

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._outcome import Outcome
+from .summary import printable
 
 BAR_WIDTH = 40
 
@@ -49,7 +50,7 @@ def show(run: dict[str, Any], console: Console) -> None:
         if value:
             console.print(Text(f"  {label}: ", "dim") + Text(str(value)), overflow="fold")
     if run.get("evidence"):
-        console.print(Text(f"  line {run['evidence']['lineno']}: ", "dim") + Text(run["evidence"]["line"]))
+        console.print(Text(f"  line {run['evidence']['lineno']}: ", "dim") + Text(printable(run["evidence"]["line"])))
     phases = {p: s for p, s in run["phases"].items() if p != "serving"}
     if phases:
         longest = max(phases.values()) or 1.0
