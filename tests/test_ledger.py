@@ -162,6 +162,17 @@ def test_runs_show_and_diff_from_the_cli(tmp_path):
     assert run_cli("show", "99").returncode == 2
 
 
+def test_show_shortens_long_environment_values_and_json_keeps_them_whole():
+    cuda = "cuda>=12.4 " + " ".join(f"brand=tesla,driver>={470 + i},driver<{471 + i}" for i in range(40))
+    with Ledger() as ledger:
+        ledger.record(kind="launch", name="big-env", outcome="ready", command=["vllm", "serve", "m"], phases={},
+                      environment={"env": {"NVIDIA_REQUIRE_CUDA": cuda, "VLLM_USE_V1": "1"}})
+    shown = run_cli("show", "1").stdout.decode()
+    assert f"NVIDIA_REQUIRE_CUDA={cuda[:80]}… ({len(cuda)} characters) VLLM_USE_V1=1" in shown.replace("\n", "")
+    assert len(cuda) > 1000 and cuda not in shown.replace("\n", "")
+    assert json.loads(run_cli("show", "--json", "1").stdout)["environment"]["env"]["NVIDIA_REQUIRE_CUDA"] == cuda
+
+
 def test_diagnose_record(tmp_path):
     log = tmp_path / "x.log"
     log.write_text("launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2\n")

@@ -14,6 +14,7 @@ from .._outcome import Outcome
 from .summary import printable
 
 BAR_WIDTH = 40
+MAX_ENV_VALUE = 100  # characters of an environment value that show prints
 
 
 def _when(epoch: float) -> str:
@@ -65,11 +66,20 @@ def show(run: dict[str, Any], console: Console) -> None:
     if env.get("gpus"):
         console.print(Text("  gpus: ", "dim") + Text(f"{', '.join(env['gpus'])} (driver {env.get('driver')})"))
     if env.get("env"):
-        console.print(Text("  env: ", "dim") + Text(" ".join(f"{k}={v}" for k, v in env["env"].items())),
+        console.print(Text("  env: ", "dim") + Text(" ".join(f"{k}={_short(v)}" for k, v in env["env"].items())),
                       overflow="fold")
     if run["config"]:
         console.print(Text("  config: ", "dim") + Text(", ".join(f"{k}={v}" for k, v in run["config"].items())),
                       overflow="fold")
+
+
+def _short(value: object) -> str:
+    """An environment value short enough to read (CUDA images set NVIDIA_REQUIRE_CUDA to over 1,000
+    characters); show --json keeps it whole."""
+    text = str(value)
+    if len(text) <= MAX_ENV_VALUE:
+        return text
+    return f"{text[:MAX_ENV_VALUE - 20]}… ({len(text)} characters)"
 
 
 def diff(a: int, b: int, changes: list[dict[str, Any]], console: Console) -> None:
