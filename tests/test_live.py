@@ -260,3 +260,17 @@ def test_attach_streams_the_log_until_the_server_exits(tmp_path):
     proc = run_cli("launch", "--attach", "--", *script(tmp_path, body))
     out = proc.stdout.decode()
     assert proc.returncode == 0 and "ready" in out and "served one request" in out
+
+
+def test_a_second_launch_of_a_name_starts_a_fresh_log_and_keeps_the_previous(tmp_path):
+    """Seen on a GPU: the second start appended to the first's log, and diagnose named the first's failure."""
+    logs = tmp_path / "state" / "firedup" / "logs"
+    for module in ("opentelemetry_not_installed", "httpx2_not_installed"):
+        proc = run_cli("launch", "--name", "twice", "--json", "--", sys.executable, "-c", f"import {module}")
+        assert proc.returncode == 1
+        assert json.loads(proc.stdout.splitlines()[-1])["cause"] == "missing_module"
+    assert "httpx2_not_installed" in (logs / "twice.log").read_text()
+    assert "opentelemetry" not in (logs / "twice.log").read_text()
+    assert "opentelemetry_not_installed" in (logs / "twice.1.log").read_text()
+    verdict = json.loads(run_cli("diagnose", "--json", str(logs / "twice.log")).stdout)
+    assert "httpx2_not_installed" in verdict["evidence"]["line"]

@@ -25,7 +25,7 @@ from .ledger.memory import Memory
 from .ledger.store import Ledger
 from .sinks import Sink
 from .sources import owners, pgroup, process, ssh
-from .sources.file import FileFollower
+from .sources.file import FileFollower, keep_previous
 from .sources.http import address_of, is_local
 from .sources.process import ExitWatch
 from .watch import Watch
@@ -176,7 +176,6 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
         raise InputError(f"a server named {name!r} is still running (firedup stop {name})")
     log_path = Path(log) if log else registry.state_dir() / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    offset = log_path.stat().st_size if log_path.exists() else 0
     url = url or derive_url(argv, family)
     memory = Memory(ledger, family, argv) if ledger is not None else None
     port = port_of(url)
@@ -189,6 +188,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
         run = registry.Record(name=name, pid=0, argv=argv, log=str(log_path), url=url, server=family,
                        started=time.time(), created=0.0)
         return Launched(run, None, verdict, "nothing was started")
+    keep_previous(log_path)  # each start on a fresh log; the one before is NAME.1.log
     try:
         popen = process.start(argv, log_path, env=env)
     except FileNotFoundError as e:
@@ -201,7 +201,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     run = registry.Record(name=name, pid=popen.pid, argv=argv, log=str(log_path), url=url, server=family,
                    started=time.time(), created=created)
     run.save()
-    watch = Watch(log=str(log_path), offset=offset, server=family, exit_watch=ExitWatch(popen.pid, popen),
+    watch = Watch(log=str(log_path), server=family, exit_watch=ExitWatch(popen.pid, popen),
                   url=url, stall=stall, timeout=timeout, grace=grace, sinks=sinks, probe_generate=probe_generate,
                   stall_for=memory.stall_for(stall) if memory else None,
                   expect=memory.expectation() if memory else None, listening_before={h.inode for h in holders})

@@ -7,6 +7,23 @@ import os
 from typing import BinaryIO
 
 
+def keep_previous(path: str | os.PathLike) -> str | None:
+    """Make way for a fresh log at ``path``: a previous one that is not empty
+    becomes NAME.1.log (replacing an older NAME.1.log), so that a new start
+    never reads as the one before. Returns where it went (None: nothing to keep).
+    Standard library only: the remote agent does the same for a remote launch."""
+    path = os.fspath(path)
+    try:
+        if os.path.getsize(path) == 0:
+            return None
+    except OSError:  # no log yet
+        return None
+    stem, ext = os.path.splitext(path)
+    previous = f"{stem}.1{ext}"
+    os.replace(path, previous)
+    return previous
+
+
 class FileFollower:
     CHUNK = 4 << 20
 

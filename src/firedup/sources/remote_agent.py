@@ -52,6 +52,7 @@ import urllib.parse
 import urllib.request
 
 from ..ledger.environment import snapshot
+from .file import keep_previous
 from .owners import command_of, listeners, listening_inodes, ownership, tree, writers
 from .pgroup import stop_group
 
@@ -262,6 +263,7 @@ def main(encoded: str) -> int:
         before = {h.inode for h in holders}
         path = os.path.expanduser(path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        keep_previous(path)  # as a local launch: a fresh log, the one before is NAME.1.log
         with open(path, "ab") as log:
             child = subprocess.Popen(args["launch"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True, cwd=os.path.expanduser("~"))

@@ -82,7 +82,7 @@ def ssh_command(host: Host, remote: list[str], extra: Sequence[str] = ()) -> lis
 # the ssh command line, and imported there from memory by _BOOTSTRAP; no file is
 # written on the host and no second connection is made.
 AGENT_MODULES = ("firedup.sources.remote_agent", "firedup.sources.owners", "firedup.sources.pgroup",
-                 "firedup.ledger.environment")
+                 "firedup.sources.file", "firedup.ledger.environment")
 _BOOTSTRAP = """\
 import base64, importlib.abc, importlib.util, json, linecache, sys, zlib
 SOURCES = json.loads(zlib.decompress(base64.b64decode(sys.argv[1])))
