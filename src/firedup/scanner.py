@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -51,7 +52,7 @@ class Prefilter:
         self.patterns = [_prefilter_pattern(p) for p in patterns]
         if hyperscan is not None:
             self._db = _load_or_compile(self.patterns)
-            self._scratch = hyperscan.Scratch(self._db)
+            self._scratch = threading.local()  # a scratch serves one scan at a time: one per thread
         else:
             self._compiled = [re.compile(p, re.MULTILINE) for p in self.patterns]
 
@@ -61,7 +62,10 @@ class Prefilter:
             def on_match(pid: int, start: int, end: int, flags: int, context: object) -> None:
                 hits.append((end, pid))
 
-            self._db.scan(buf, match_event_handler=on_match, scratch=self._scratch)
+            scratch = getattr(self._scratch, "space", None)
+            if scratch is None:  # watch A B: each target's thread scans with the same compiled database
+                scratch = self._scratch.space = hyperscan.Scratch(self._db)
+            self._db.scan(buf, match_event_handler=on_match, scratch=scratch)
         else:
             for pid, rx in enumerate(self._compiled):
                 # re reports one greedy match, whose end may lie past a line
