@@ -232,8 +232,8 @@ def test_firedup_bench_agrees_with_vllm_bench_serve(tmp_path):
     rows = json.loads(proc.stdout)["rows"]
     print("\n| metric | firedup | vllm bench serve | ratio | tolerance | runs |")
     for r in rows:
-        print(f"| {r['metric']} | {r['firedup']:.2f} | {r['vllm']:.2f} | {r['ratio']:.3f} | ±{100 * r['tolerance']:.0f}% "
-              f"| {r['runs']} |")
+        print(f"| {r['metric']} | {r['firedup']:.2f} | {r['vllm']:.2f} | {r['ratio']:.3f} "
+              f"| ±{100 * r['tolerance']:.0f}% | {r['runs']} |")
     assert [r["metric"] for r in rows] == ["total_input_tokens", "total_output_tokens", "mean_ttft_ms",
                                            "mean_tpot_ms", "mean_itl_ms", "output_throughput"]
     assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
