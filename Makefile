@@ -4,6 +4,7 @@
 # make test: set up (firedup, and the real servers the live tests start) and run the tests.
 # make test-fast: the tests that need no real server, no Slurm cluster, build no wheel and are not slow (pytest -m "not servers and not wheel and not slow and not slurm").
 # make bench: the speed benchmarks, and firedup bench beside vllm bench serve.
+# make check: lint (ruff) and types (mypy), as configured in pyproject.toml.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 FIREDUP := $(VENV)/bin/firedup
@@ -13,7 +14,7 @@ DEMO_LOGS := vllm-truncated-shard vllm-max-model-len-too-long
 DEMO_SERVE = $(FIREDUP_SERVERS)/venv-tf/bin/transformers serve $(FIREDUP_SERVERS)/models/tiny-llama \
 	--host 127.0.0.1 --port $(DEMO_PORT) --device cpu --log-level info
 
-.PHONY: demo test test-fast bench servers servers-demo
+.PHONY: demo test test-fast bench check servers servers-demo
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -23,6 +24,14 @@ $(VENV)/.installed: pyproject.toml
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
+
+$(VENV)/.installed-check: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[check]'
+	touch $@
+
+check: $(VENV)/.installed-check
+	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/mypy
 
 servers:
 	scripts/setup-servers.sh all "$(FIREDUP_SERVERS)"

@@ -66,7 +66,8 @@ def comparison(kind: str, model: Path, repeat: int, ledger: Path) -> dict:
 
 
 def table(rows: list[dict]) -> None:
-    print("| check | comparisons | flagged (any metric) | metrics flagged, most often | output tok/s Δ, median | asked |")
+    print("| check | comparisons | flagged (any metric) | metrics flagged, most often "
+          "| output tok/s Δ, median | asked |")
     print("|---|---:|---:|---|---:|---|")
     for kind, asked in (("A/A", "no metric flagged in ≥ 95%"), ("A/B", "flagged in ≥ 90%")):
         done = [r for r in rows if r["kind"] == kind and "error" not in r]
@@ -91,7 +92,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("ab.jsonl"))
     args = ap.parse_args()
     kinds = ["A/A"] * args.aa + ["A/B"] * args.ab
-    order = sorted(range(len(kinds)), key=lambda i: (i if kinds[i] == "A/A" else (i - args.aa) * args.aa / max(1, args.ab)))
+    order = sorted(range(len(kinds)),
+                   key=lambda i: (i if kinds[i] == "A/A" else (i - args.aa) * args.aa / max(1, args.ab)))
     with tempfile.TemporaryDirectory() as tmp:
         for i in order:
             row = comparison(kinds[i], args.model, args.repeat, Path(tmp) / "ledger.db")

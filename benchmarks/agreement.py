@@ -44,7 +44,8 @@ def free_port() -> int:
 
 
 def firedup_bench(url: str, model: Path, ledger: Path) -> dict:
-    out = subprocess.run([sys.executable, "-m", "firedup", "bench", url, "--model", str(model), "--tokenizer", str(model),
+    out = subprocess.run([sys.executable, "-m", "firedup", "bench", url, "--model", str(model),
+                          "--tokenizer", str(model),
                           "--num-prompts", str(SHAPE["num_prompts"]), "--concurrency", str(SHAPE["concurrency"]),
                           "--input-len", str(SHAPE["input_len"]), "--output-len", str(SHAPE["output_len"]),
                           "--ignore-eos", "--warmup", "1", "--json"],
@@ -85,8 +86,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     port = free_port()
-    cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(args.model), "--host", "127.0.0.1",
-           "--port", str(port), "--max-model-len", "512", "--enforce-eager"]
+    cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(args.model),
+           "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "512", "--enforce-eager"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu"}
     results: dict[str, list[dict]] = {"firedup": [], "vllm": []}
     with tempfile.TemporaryDirectory() as tmp, \

@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 import vllm_bench
+
 from firedup.bench.metrics import percentile
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -56,7 +56,8 @@ FATAL = ("(APIServer pid=6) Traceback (most recent call last):\n"
          "(APIServer pid=6) RuntimeError: Engine core initialization failed. See root cause above. "
          "Failed core proc(s): {'EngineCore': 1}\n")
 # The loop of the seed documents, as they ran it (one log check every 5 s).
-GREP_LOOP = ('for i in $(seq 1 120); do if grep -q "Application startup complete\\|fired up" "$1"; then echo READY; break; fi; '
+GREP_LOOP = ('for i in $(seq 1 120); do '
+             'if grep -q "Application startup complete\\|fired up" "$1"; then echo READY; break; fi; '
              'if grep -qi "error\\|traceback" "$1"; then echo ERROR; break; fi; sleep 5; done')
 
 
@@ -279,7 +280,8 @@ def main() -> None:
     print(f"| process exit | {1000 * pct(exits, 50):.1f} | {1000 * pct(exits, 99):.1f} | never (the loop reads "
           f"only the log: 600 s timeout) | never |")
     latencies = [r[0] for r in remote]
-    print(f"| ready line appended on a remote host (ssh://, loopback; SGLang's fired-up) | {1000 * pct(latencies, 50):.1f} | "
+    print("| ready line appended on a remote host (ssh://, loopback; SGLang's fired-up) | "
+          f"{1000 * pct(latencies, 50):.1f} | "
           f"{1000 * pct(latencies, 99):.1f} | | |")
     if slurm:
         print(f"| a Slurm job's ready line (launch --slurm, {len(jobs)} jobs) | {1000 * pct(jobs, 50):.1f} | "

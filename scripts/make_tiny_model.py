@@ -18,8 +18,14 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import (GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast,
-                          Qwen2Config, Qwen2ForCausalLM)
+from transformers import (
+    GenerationConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = 2048
@@ -48,7 +54,8 @@ def tokenizer() -> PreTrainedTokenizerFast:
         vocab_size=VOCAB, special_tokens=SPECIAL, show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     if tok.get_vocab_size() != VOCAB:
-        sys.exit(f"make_tiny_model: the tokenizer has {tok.get_vocab_size()} tokens, not {VOCAB}: too little training text")
+        sys.exit(f"make_tiny_model: the tokenizer has {tok.get_vocab_size()} tokens, not {VOCAB}: "
+                 "too little training text")
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD)
     fast.chat_template = CHATML
     return fast

@@ -7,11 +7,10 @@ import sys
 
 import pytest
 
-from firedup.bench.compare import (aggregate, compare, gatekept, holm, pvalue, t_pvalue, verdict,
-                                   workload_differences)
+from firedup.bench.compare import aggregate, classify, compare, gatekept, holm, pvalue, t_pvalue, workload_differences
 from firedup.bench.metrics import RequestResult, compute, percentile
-from firedup.bench.run import calibrate, parse_prometheus, speculative
 from firedup.bench.prompts import WORDS, ServerTokenizer, Tokenizer, fitted, from_tokenizer, lengths
+from firedup.bench.run import calibrate, parse_prometheus, speculative
 from firedup.bench.workload import Workload, WorkloadError, load_dataset
 from firedup.ledger.store import Ledger
 
@@ -87,7 +86,8 @@ def test_speculative_acceptance_from_vllm_counters_and_sglang_gauges():
                              'vllm:spec_decode_num_draft_tokens_total{engine="0"} 180\n'
                              'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 112\n'
                              'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 47\n'
-                             'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 35 1700000000\n')
+                             'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 35 '
+                             '1700000000\n')
     s = speculative(before, after)  # as vllm bench serve defines them
     assert s["acceptance_rate"] == pytest.approx(100 * 100 / 150) and s["acceptance_length"] == pytest.approx(3.0)
     assert s["per_position_acceptance_rates"] == pytest.approx([40 / 50, 30 / 50])
@@ -122,19 +122,20 @@ def test_noise_is_told_from_a_change():
     assert t_pvalue(2.776, 4) == pytest.approx(0.05, abs=1e-4)  # Student's t tables, two-sided 95%
     assert t_pvalue(12.706, 1) == pytest.approx(0.05, abs=1e-4) and t_pvalue(0.0, 3) == pytest.approx(1.0)
     down = pvalue([100, 101, 99], [90, 91, 89], paired=False)
-    assert down < 0.001 and verdict(-10.0, down, higher_is_better=True) == "regression"
-    assert verdict(+100.0, down, higher_is_better=False) == "regression"  # latency up
-    assert verdict(+10.0, down, higher_is_better=True) == "improvement"
-    assert verdict(0.3, pvalue([100, 101, 99], [100.5, 99.5, 101], paired=False), True) == "within noise"
-    assert verdict(-1.0, pvalue([100, 110, 90], [82, 120, 101], paired=False), True) == "within noise"
+    assert down < 0.001 and classify(-10.0, down, higher_is_better=True) == "regression"
+    assert classify(+100.0, down, higher_is_better=False) == "regression"  # latency up
+    assert classify(+10.0, down, higher_is_better=True) == "improvement"
+    assert classify(0.3, pvalue([100, 101, 99], [100.5, 99.5, 101], paired=False), True) == "within noise"
+    assert classify(-1.0, pvalue([100, 110, 90], [82, 120, 101], paired=False), True) == "within noise"
     # Two launches of the same transformers serve, 3 repeats each (tok/s): 2 sigmas said "improvement"
     assert pvalue([322.6, 362.6, 363.6], [384.9, 394.2, 417.9], paired=False) > 0.05
     # A noise that multiplies: starts at half and at double speed; as ratios the 4x gain is steady
     assert pvalue([10, 40, 20], [40, 160, 80], paired=True) == 0.0 < pvalue([10, 40, 20], [40, 160, 80], paired=False)
-    assert pvalue([100], [90], paired=False) is None and verdict(-10.0, None, True).startswith("noise unknown")
+    assert pvalue([100], [90], paired=False) is None and classify(-10.0, None, True).startswith("noise unknown")
     # Sure, but smaller than the minimum effect worth calling
     small = pvalue([100, 100.1, 99.9], [97, 97.1, 96.9], paired=False)
-    assert small < 0.001 and verdict(-3.0, small, True) == "below 5%" and verdict(-3.0, small, True, 2.0) == "regression"
+    assert small < 0.001 and classify(-3.0, small, True) == "below 5%"
+    assert classify(-3.0, small, True, 2.0) == "regression"
 
 
 def test_the_family_wise_error_is_held_over_the_metrics():
@@ -177,7 +178,8 @@ def test_compare_shows_deltas_noise_and_what_changed():
         report = compare([ledger.get(a), ledger.get(b)])
         assert workload_differences(ledger.get(a), ledger.get(c)) == [("input_len", 256, 1024)]
     row = next(r for r in report["rows"] if r["metric"] == "output_throughput")
-    assert row["changes"][0]["verdict"] == "regression" and row["changes"][0]["delta_pct"] == pytest.approx(-6.3, abs=0.1)
+    change = row["changes"][0]
+    assert change["verdict"] == "regression" and change["delta_pct"] == pytest.approx(-6.3, abs=0.1)
     keys = {(c["key"], c["a"], c["b"]) for c in report["changes"][0]}
     assert ("attention_backend", "flashinfer", "triton") in keys and ("torch", "2.8.0", "2.9.1") in keys
     assert len(report["notes"]) == 1 and "not interleaved" in report["notes"][0]  # drift is not told from an effect

@@ -180,3 +180,12 @@ def test_an_api_key_goes_as_a_bearer_token_and_is_not_recorded(tmp_path, monkeyp
     assert recorded.returncode in (0, 1)  # 1: the zero-work server makes the client the bottleneck
     stored = b"".join(path.read_bytes() for path in tmp_path.glob("ledger.db*"))
     assert b"firedup" in stored and b"sk-secret-test" not in stored
+
+
+def test_a_refused_connection_says_nothing_is_listening_at_the_url():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = run_cli("bench", "--num-prompts", "1", f"http://127.0.0.1:{port}")
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == f"firedup: nothing is listening at http://127.0.0.1:{port}\n"

@@ -51,7 +51,8 @@ def test_vllm_metrics_hold_together_and_input_lengths_are_its_tokens(tmp_path):
     workload = Workload(concurrency=2, num_prompts=6, input_len=16, output_len=16, warmup=1, ignore_eos=True)
     by_tokenizer = Workload(concurrency=2, num_prompts=6, input_len=40, output_len=4, warmup=0, ignore_eos=True,
                             tokenizer=str(MODEL), random_range_ratio=0.5)
-    with firedup.launch([str(a) for a in vllm(MODEL, free_port())], env=ENV, log=tmp_path / "s.log", stall=120) as server:
+    argv = [str(a) for a in vllm(MODEL, free_port())]
+    with firedup.launch(argv, env=ENV, log=tmp_path / "s.log", stall=120) as server:
         result = bench(server.url, workload, percentiles=[50, 90, 99])
         tokenized = bench(server.url, by_tokenizer, model=str(MODEL))
     consistent(result, workload)
@@ -103,7 +104,8 @@ def test_llama_cpp_sends_no_usage_and_that_is_said(tmp_path):
     """llama-cpp-python ignores stream_options.include_usage (and, by default,
     ends a running stream when another request comes: one at a time)."""
     workload = Workload(concurrency=1, num_prompts=4, input_len=16, output_len=16, warmup=1)
-    with firedup.launch([str(a) for a in llama(GGUF, free_port())], env=ENV, log=tmp_path / "s.log", stall=120) as server:
+    argv = [str(a) for a in llama(GGUF, free_port())]
+    with firedup.launch(argv, env=ENV, log=tmp_path / "s.log", stall=120) as server:
         result = bench(server.url, workload)
     m = result.metrics
     assert m["completed"] == 4 and m["failed"] == 0 and m["total_input_tokens"] == 0
@@ -234,8 +236,8 @@ def test_firedup_bench_agrees_with_vllm_bench_serve(tmp_path):
     rows = json.loads(proc.stdout)["rows"]
     print("\n| metric | firedup | vllm bench serve | ratio | tolerance | runs |")
     for r in rows:
-        print(f"| {r['metric']} | {r['firedup']:.2f} | {r['vllm']:.2f} | {r['ratio']:.3f} | ±{100 * r['tolerance']:.0f}% "
-              f"| {r['runs']} |")
+        print(f"| {r['metric']} | {r['firedup']:.2f} | {r['vllm']:.2f} | {r['ratio']:.3f} "
+              f"| ±{100 * r['tolerance']:.0f}% | {r['runs']} |")
     assert [r["metric"] for r in rows] == ["total_input_tokens", "total_output_tokens", "mean_ttft_ms",
                                            "mean_tpot_ms", "mean_itl_ms", "output_throughput"]
     assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]

@@ -1,4 +1,4 @@
-"""Each cause slug of DESIGN.md, named from a realistic failing log."""
+"""Each cause slug of docs/contract.md, named from a realistic failing log."""
 
 import io
 

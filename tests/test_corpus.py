@@ -8,12 +8,11 @@ import json
 
 import pytest
 
-from firedup import diagnose
+from firedup import Outcome, diagnose
 from firedup.lines import clean
 
 from .conftest import FIXTURES, corpus_logs, needs_corpus, run_cli
 
-EXIT = {"ready": 0, "failed": 1, "stalled": 3, "incomplete": 5}
 LOGS = corpus_logs()
 REPORTED = sorted(p for p in (FIXTURES / "reported").glob("*.log") if p.with_suffix(".json").exists())
 KNOWN_MISSES = {line for line in (FIXTURES / "reported" / "known-misses.txt").read_text().split("\n")
@@ -42,7 +41,7 @@ def test_the_cli_says_what_the_library_says():
         log = next(p for p, label in labels.items() if label == outcome)
         proc = run_cli("diagnose", "--json", str(log))
         assert proc.stderr == b"" and json.loads(proc.stdout) == json.loads(json.dumps(diagnose(str(log)).to_dict()))
-        assert proc.returncode == EXIT[json.loads(proc.stdout)["outcome"]]
+        assert proc.returncode == Outcome(json.loads(proc.stdout)["outcome"]).exit_code
 
 
 def test_known_misses_are_reported_logs():
@@ -60,7 +59,7 @@ def check(log):
     else:
         assert got["outcome"] == label["outcome"]
         assert got["cause"] == label["cause"]
-    assert verdict.code == EXIT[got["outcome"]]
+    assert verdict.code == Outcome(got["outcome"]).exit_code
     assert got["evidence"]["line"] == clean(label["evidence_line"])
     physical = log.read_bytes().decode("utf-8", "replace").split("\n")[got["evidence"]["lineno"] - 1]
     assert got["evidence"]["line"] in clean(physical)

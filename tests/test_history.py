@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-from firedup.launch import start_and_watch
+from firedup._launch import start_and_watch
 from firedup.ledger.history import change_lines, diff, notable
 from firedup.ledger.store import Ledger
-from firedup.sources.process import group_alive, stop_group
+from firedup.sources.pgroup import group_alive, stop_group
 
 from .test_servers import ENV, MODEL, TF, free_port, need, tf
 
@@ -59,7 +59,7 @@ def server(tmp_path):
         launched = start_and_watch([str(a) for a in tf(model, port)], env=env, ledger=ledger, stall=stall,
                                    kill_on_stall=True, log=tmp_path / "server.log", stop_grace=5)
         if group_alive(launched.pgid):
-            stop_group(launched.pgid, 10, launched.popen)
+            stop_group(launched.pgid, 10, launched.popen.poll)
         return launched.verdict
 
     return launch

@@ -21,7 +21,8 @@ def verdict_of(data: bytes, **kw):
 
 
 def test_ansi_codes_are_removed_from_evidence():
-    v = verdict_of(ARGS + b"\x1b[1;36m[2025-04-09 05:05:21]\x1b[0;0m The server is \x1b[32mfired up\x1b[0m and ready to roll!\n")
+    v = verdict_of(ARGS + b"\x1b[1;36m[2025-04-09 05:05:21]\x1b[0;0m The server is \x1b[32mfired up\x1b[0m "
+                          b"and ready to roll!\n")
     assert v.outcome == "ready"
     assert v.evidence["line"] == "[2025-04-09 05:05:21] The server is fired up and ready to roll!"
 
@@ -65,7 +66,8 @@ def test_line_of_many_megabytes():
 
 def test_prefixes_docker_compose_and_timestamps():
     v = verdict_of(b"sglang-1  | 2025-02-04 21:29:23 [2025-02-04 05:29:23] server_args=ServerArgs(model_path='m')\n"
-                   b"sglang-1  | 2025-02-04T21:29:23.123Z [2025-02-04 05:29:23] The server is fired up and ready to roll!\n")
+                   b"sglang-1  | 2025-02-04T21:29:23.123Z [2025-02-04 05:29:23] "
+                   b"The server is fired up and ready to roll!\n")
     assert v.outcome == "ready" and v.server == "sglang"
 
 
@@ -185,3 +187,46 @@ def test_cli_usage_errors():
     assert run_cli("diagnose").returncode == 2
     proc = run_cli("diagnose", "--server", "nope", os.devnull)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr.decode()
+
+
+def test_every_error_is_a_firedup_error_and_a_bug_shows_its_traceback(monkeypatch, capsys):
+    """The CLI prints a FiredupError as one line (exit 2); any other exception is
+    a bug in firedup and is not caught: its traceback shows."""
+    import firedup
+    from firedup import cli
+
+    for name in ("InputError", "LedgerError", "RuleError", "SSHError", "SlurmError", "HttpError", "WorkloadError",
+                 "PlotError", "ServerError", "ServerFailed", "ServerStalled", "ServerTimeout"):
+        assert issubclass(getattr(firedup, name), firedup.FiredupError), name
+    monkeypatch.setitem(cli.COMMANDS, "ps", lambda args: (_ for _ in ()).throw(firedup.InputError("no such thing")))
+    assert cli.main(["ps"]) == 2
+    assert capsys.readouterr().err == "firedup: no such thing\n"
+    monkeypatch.setitem(cli.COMMANDS, "ps", lambda args: {}["missing"])
+    with pytest.raises(KeyError):
+        cli.main(["ps"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "--concurrency", "-3"], "argument --concurrency: must be 1 or more, not -3"),
+    (["bench", "--num-prompts", "0"], "argument --num-prompts: must be 1 or more, not 0"),
+    (["bench", "--repeat", "x"], "argument --repeat: not a whole number: 'x'"),
+    (["bench", "--request-rate", "-1"], "argument --request-rate: must be more than 0, not -1"),
+    (["runs", "--limit", "0"], "argument --limit: must be 1 or more, not 0"),
+    (["launch", "--nodes", "0", "--slurm"], "argument --nodes: must be 1 or more, not 0"),
+])
+def test_counts_of_zero_or_less_are_refused_in_one_line(args, message):
+    proc = run_cli(*args, "http://127.0.0.1:1")
+    assert proc.returncode == 2
+    assert proc.stderr.decode().splitlines()[-1].endswith(f"error: {message}")
+    assert b"Traceback" not in proc.stderr
+
+
+def test_a_binary_file_shows_its_control_bytes_escaped(tmp_path):
+    log = tmp_path / "core.log"
+    log.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x07 not a log\n")
+    proc = run_cli("diagnose", str(log))
+    out = proc.stdout.decode()
+    assert proc.returncode == 5 and "line 1: \\x7fELF\\x02\\x01\\x01\\x00\\x00\\x07 not a log" in out
+    assert not any(c < " " and c not in "\n" for c in out)
+    raw = json.loads(run_cli("diagnose", "--json", str(log)).stdout)  # JSON keeps the line as it was
+    assert raw["evidence"]["line"].startswith("\x7fELF\x02")

@@ -32,7 +32,8 @@ for i in range(int(sys.argv[3])):
 def writer(tmp_path, path, tag, count):
     script = tmp_path / "writer.py"
     script.write_text(WRITER.format(src=os.path.join(os.path.dirname(__file__), "..", "src")))
-    return subprocess.Popen([sys.executable, str(script), str(path), tag, str(count)], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, str(script), str(path), tag, str(count)], stdout=subprocess.PIPE,
+                            text=True)
 
 
 def test_two_writers_at_once_lose_nothing(tmp_path):
@@ -135,7 +136,8 @@ def test_fingerprint_ignores_where_the_server_listens():
     b = history.fingerprint("vllm", ["/other/bin/python", "-m", "vllm", "--port=9000", "--model", "m"], None)
     c = history.fingerprint("vllm", ["/venv/bin/python", "-m", "vllm", "--model", "m", "--tp", "2"], None)
     assert a == b and a != c
-    assert a != history.fingerprint("vllm", ["/venv/bin/python", "-m", "vllm", "--model", "m", "--port", "8000"], "gpu1")
+    elsewhere = ["/venv/bin/python", "-m", "vllm", "--model", "m", "--port", "8000"]
+    assert a != history.fingerprint("vllm", elsewhere, "gpu1")
 
 
 def test_runs_show_and_diff_from_the_cli(tmp_path):
@@ -158,6 +160,17 @@ def test_runs_show_and_diff_from_the_cli(tmp_path):
     text = run_cli("diff", "1", "2").stdout.decode()
     assert "attention_backend" in text and "flashinfer" in text
     assert run_cli("show", "99").returncode == 2
+
+
+def test_show_shortens_long_environment_values_and_json_keeps_them_whole():
+    cuda = "cuda>=12.4 " + " ".join(f"brand=tesla,driver>={470 + i},driver<{471 + i}" for i in range(40))
+    with Ledger() as ledger:
+        ledger.record(kind="launch", name="big-env", outcome="ready", command=["vllm", "serve", "m"], phases={},
+                      environment={"env": {"NVIDIA_REQUIRE_CUDA": cuda, "VLLM_USE_V1": "1"}})
+    shown = run_cli("show", "1").stdout.decode()
+    assert f"NVIDIA_REQUIRE_CUDA={cuda[:80]}… ({len(cuda)} characters) VLLM_USE_V1=1" in shown.replace("\n", "")
+    assert len(cuda) > 1000 and cuda not in shown.replace("\n", "")
+    assert json.loads(run_cli("show", "--json", "1").stdout)["environment"]["env"]["NVIDIA_REQUIRE_CUDA"] == cuda
 
 
 def test_diagnose_record(tmp_path):

@@ -12,12 +12,12 @@ import time
 import pytest
 
 import firedup
-from firedup.launch import derive_url, start_and_watch
+from firedup._launch import derive_url, start_and_watch
 from firedup.sources.file import FileFollower
-from firedup.sources.process import group_alive
+from firedup.sources.pgroup import group_alive
 from firedup.watch import Watch, py_spy
 
-from .conftest import run_cli
+from .conftest import FIXTURES, run_cli
 
 READY = "[2025-04-09 05:05:21] The server is fired up and ready to roll!"
 ARGS = "[2025-04-09 05:05:03] server_args=ServerArgs(model_path='m', attention_backend='triton')"
@@ -260,3 +260,27 @@ def test_attach_streams_the_log_until_the_server_exits(tmp_path):
     proc = run_cli("launch", "--attach", "--", *script(tmp_path, body))
     out = proc.stdout.decode()
     assert proc.returncode == 0 and "ready" in out and "served one request" in out
+
+
+def test_a_second_launch_of_a_name_starts_a_fresh_log_and_keeps_the_previous(tmp_path):
+    """Seen on a GPU: the second start appended to the first's log, and diagnose named the first's failure."""
+    logs = tmp_path / "state" / "firedup" / "logs"
+    for module in ("opentelemetry_not_installed", "httpx2_not_installed"):
+        proc = run_cli("launch", "--name", "twice", "--json", "--", sys.executable, "-c", f"import {module}")
+        assert proc.returncode == 1
+        assert json.loads(proc.stdout.splitlines()[-1])["cause"] == "missing_module"
+    assert "httpx2_not_installed" in (logs / "twice.log").read_text()
+    assert "opentelemetry" not in (logs / "twice.log").read_text()
+    assert "opentelemetry_not_installed" in (logs / "twice.1.log").read_text()
+    verdict = json.loads(run_cli("diagnose", "--json", str(logs / "twice.log")).stdout)
+    assert "httpx2_not_installed" in verdict["evidence"]["line"]
+
+
+def test_two_local_logs_watched_at_once_each_get_their_verdict(tmp_path):
+    """One thread a target, one compiled prefilter: each thread scans with its own scratch."""
+    logs = [str(FIXTURES / "captured" / f"{name}.log") for name in ("vllm-truncated-shard", "tf-bad-flag")]
+    proc = run_cli("watch", "--json", "--stall", "30", *logs, timeout=60)
+    assert b"Traceback" not in proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events[-1]["event"] == "overall" and events[-1]["outcome"] == "failed"
+    assert events[-1]["targets"] == {logs[0]: "failed", logs[1]: "failed"} and proc.returncode == 1

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from firedup.launch import start_and_watch
-from firedup.sources.process import group_alive, stop_group
+from firedup._launch import start_and_watch
+from firedup.sources.pgroup import group_alive, stop_group
 
 from .conftest import ROOT
 
@@ -110,7 +110,7 @@ def assert_stopped(launched):
     try:
         assert launched.verdict.outcome == "ready", launched.verdict
     finally:
-        stop_group(launched.pgid, 15, launched.popen)
+        stop_group(launched.pgid, 15, launched.popen.poll)
     assert not group_alive(launched.pgid)
 
 
@@ -131,7 +131,7 @@ def test_relaunch_onto_a_port_a_real_server_still_holds_is_port_in_use_at_once(t
         old.stop(5)
     verdict = json.loads(proc.stdout.splitlines()[-1])
     assert proc.returncode == 1 and (verdict["outcome"], verdict["cause"]) == ("failed", "port_in_use")
-    assert f"pid {old.run.pid}" in verdict["evidence"]["line"] and "old-tf" in verdict["evidence"]["line"]
+    assert f"pid {old.record.pid}" in verdict["evidence"]["line"] and "old-tf" in verdict["evidence"]["line"]
     assert took <= 2.0
 
 

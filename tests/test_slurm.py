@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -193,7 +192,7 @@ def test_two_nodes_head_serves_and_the_second_follows(cluster, env, tmp_path):
         assert set(launched.verdict.slurm["logs"]) == {"job", "n1", "n2"}
         assert launched.verdict.evidence["line"].startswith("INFO:     Uvicorn running")
     finally:
-        slurm.stop(launched.run)
+        slurm.stop(launched.record)
 
 
 @need(TF)
@@ -243,7 +242,8 @@ def test_a_submit_sbatch_refuses_fails_with_its_message(cluster, tmp_path):
     launched = launch(["sleep", "60"], tmp_path, name="toobig", sbatch_args=["--mem=100G"])
     v = launched.verdict
     assert v.outcome == "failed" and v.cause == "scheduler_rejected"
-    assert v.evidence["line"] == "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+    assert v.evidence["line"] == ("sbatch: error: Batch job submission failed: "
+                                  "Requested node configuration is not available")
 
 
 def test_a_log_folder_that_cannot_be_made_is_caught_before_submit(cluster, tmp_path):

@@ -108,11 +108,11 @@ def test_one_connection_carries_every_log_of_a_two_node_job(cluster, sshd, tmp_p
     try:
         assert launched.verdict.outcome == "ready", launched.verdict
         assert set(launched.verdict.slurm["logs"]) == {"job", "n1", "n2"} and connects == 1
-        assert launched.run.host == "testhost"
+        assert launched.record.host == "testhost"
         assert any(name == "start" and fields["log"].startswith("ssh://testhost/")
                    for _, name, fields in recorder.events)
     finally:
-        slurm.stop(launched.run)
+        slurm.stop(launched.record)
 
 
 def test_watch_a_failing_job_through_the_login_node(cluster, tmp_path):
@@ -182,4 +182,4 @@ def test_a_dropped_connection_is_reopened_and_the_job_followed_on(cluster, sshd,
         # the health probe, asked for as the connection dropped, runs on the new one
         assert launched.verdict.evidence["line"].endswith("/health -> 200")
     finally:
-        slurm.stop(launched.run)
+        slurm.stop(launched.record)

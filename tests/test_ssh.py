@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from firedup.launch import start_remote, stop_remote
+from firedup._launch import start_remote, stop_remote
 from firedup.ledger.store import Ledger
 from firedup.sources.ssh import Host, RemoteSource
 from firedup.watch import Watch
@@ -198,8 +198,9 @@ def test_remote_launch_of_the_tiny_model_server(sshd):
     port = free_port()
     argv = [str(TF), "serve", str(MODEL), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
     ledger = Ledger()
-    run, verdict, note = start_remote(Host.parse("testhost"), ["env", "HF_HUB_OFFLINE=1", *argv], name="remote-tf",
-                                      server="transformers", stall=120, ledger=ledger)
+    launched = start_remote(Host.parse("testhost"), ["env", "HF_HUB_OFFLINE=1", *argv], name="remote-tf",
+                              server="transformers", stall=120, ledger=ledger)
+    run, verdict, note = launched.record, launched.verdict, launched.note
     try:
         assert verdict.outcome == "ready", verdict
         recorded = ledger.get(verdict.run_id)

@@ -11,11 +11,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import config, lines, rules, tracebacks
+from . import lines, rules, server_config, tracebacks
 from .rules import Rule, RuleSet
 from .scanner import Prefilter, Scanner
 from .signals import Signal
-
 
 # Lines read while the family is unknown are held back this long for it to show.
 HOLD_LINES = 2000
@@ -73,7 +72,7 @@ class Engine:
         self._progress_rules = [r for r in self.ruleset.rules if r.kind == "progress"]
         self._stopping_rules = [r for r in self.ruleset.rules if r.kind == "stopping"]
         self._peeked: bytes | None = None
-        self._held: list[tuple] = []
+        self._held: list[tuple[int, lines.Line, list[Rule], list[Signal], bool]] = []
         self._block: _Block | None = None  # an open multi-line configuration
         self._last_heartbeat = 0  # line number of the last heartbeat read
 
@@ -190,6 +189,7 @@ class Engine:
     def _extend_block(self, line: lines.Line, out: list[Signal]) -> bool:
         """Take a line into the open multi-line configuration; False for a
         line that starts a new log record instead (the block was cut short)."""
+        assert self._block is not None
         texts = self._block.texts
         if line.level:
             self._close_block(out)
@@ -251,9 +251,9 @@ class Engine:
         data = {k: v for k, v in captures.items() if v is not None}
         if rule.kind == "config" and rule.format and "body" in data:
             body = data.pop("body")
-            data = {**config.parse(body, rule.format), **data}
+            data = {**server_config.parse(body, rule.format), **data}
         elif rule.kind == "config" and "key" in data and "value" in data:  # a setting named by the line
-            data = config.parse(f"{data.pop('key')}={data.pop('value')}", "kv")
+            data = server_config.parse(f"{data.pop('key')}={data.pop('value')}", "kv")
         elif rule.kind == "progress":
             data["n"] = int(data.get("n", 0))
             data["total"] = int(data.get("total", 0))

@@ -60,8 +60,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._outcome import Outcome
+from .defaults import GRACE
 from .rules import PHASES
 from .signals import Signal
+
 
 def _weak(s: Signal | None) -> bool:
     """Whether a signal names no root cause: none, ``other``, or a consequence
@@ -72,17 +75,20 @@ MAX_BENIGN = 50
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
 
-EXIT_CODES = {"ready": 0, "failed": 1, "stalled": 3, "timeout": 4, "incomplete": 5}
-
 OTHER_EXPLANATION = "The server stopped on an error that no rule names; the evidence line is the root error."
 OTHER_REMEDY = "Read the traceback around the evidence line; if it is a new failure mode, add a rule to the pack."
 EXIT_EXPLANATION = "The server process exited before it was ready and left no error line that firedup recognises."
 EXIT_REMEDY = "Read the last lines of the log; run the command by hand to see its output."
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verdict:
-    outcome: str
+    """What a log (and the process, the probes) say of a start-up. Never changed
+    once made: what comes after the judge (a py-spy dump, the ledger's
+    anomalies, changes and run id, a Slurm job's facts) makes a new record with
+    ``dataclasses.replace``."""
+
+    outcome: Outcome
     cause: str | None = None
     server: str | None = None
     phase: str | None = None
@@ -105,10 +111,10 @@ class Verdict:
 
     @property
     def code(self) -> int:
-        return EXIT_CODES[self.outcome]
+        return self.outcome.exit_code
 
     def to_dict(self) -> dict[str, Any]:
-        d = {
+        d: dict[str, Any] = {
             "outcome": self.outcome, "cause": self.cause, "server": self.server,
             "phase": self.phase, "evidence": self.evidence, "explanation": self.explanation,
             "remedy": self.remedy, "progress": self.progress, "config": self.config,
@@ -140,7 +146,7 @@ def _score(s: Signal) -> int:
 
 class Judge:
     def __init__(self, *, now: float = 0.0, stall: float | None = None, timeout: float | None = None,
-                 grace: float = 30.0, server: str | None = None, confirm: float | None = None,
+                 grace: float = GRACE, server: str | None = None, confirm: float | None = None,
                  require_generate: bool = False, stall_for: dict[str, float] | None = None,
                  quiet: float | None = None, settle: float = 0.0):
         self.stall = stall
@@ -452,7 +458,7 @@ class Judge:
         if outcome == "failed":
             phase = "serving" if self.ready is not None else (self.failure_phase or self.phase)
         return Verdict(
-            outcome=outcome, cause=cause, server=self.server, phase=phase, evidence=evidence,
+            outcome=Outcome(outcome), cause=cause, server=self.server, phase=phase, evidence=evidence,
             explanation=explanation, remedy=remedy, progress=self.progress, config=dict(self.config),
             benign=list(self.benign), version=self.version, elapsed=now - self.started,
             phases=phases, exit_code=self.exit_code, notes=self._notes(outcome, now, evidence),
@@ -468,5 +474,6 @@ class Judge:
                     "a crash while serving, not at start-up"]
         if outcome == "ready" and self.owner == "unknown":
             return ["the health endpoint answered, but whose port it is could not be checked "
-                    "(another host, network namespace or container): the listening socket is not in this machine's view"]
+                    "(another host, network namespace or container): the listening socket is not in this "
+                    "machine's view"]
         return []

@@ -40,8 +40,8 @@ _PREFIXES = [
     # TensorRT-LLM: "[TensorRT-LLM][INFO] ", "[TRT-LLM] [I] "
     re.compile(r"\[(?:TensorRT-LLM|TRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] "),
     # lmdeploy / python logging: "lmdeploy - INFO - [pid=1 ppid=0] - async_engine.py:130 - " (after its timestamp)
-    re.compile(r"(?:- )?(?P<origin>[\w.]+) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:\[pid=\d+ ppid=\d+\] - )?"
-               r"(?:[\w.]+:\d+ - )?"),
+    re.compile(r"(?:- )?(?P<origin>[\w.]+) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+               r"(?:\[pid=\d+ ppid=\d+\] - )?(?:[\w.]+:\d+ - )?"),
 ]
 
 
@@ -87,7 +87,7 @@ def parse(raw: str) -> Line:
         m = _PREFIX.match(message)
         if m is None or m.end() == len(message):
             break
-        origin_group, level_group = _PREFIX_GROUPS[m.lastgroup]
+        origin_group, level_group = _PREFIX_GROUPS[m.lastgroup or ""]
         origin = origin_group and m.group(origin_group) or origin
         level = level_group and m.group(level_group) or level
         message = message[m.end():]

@@ -14,7 +14,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from .api import launch
+from ._api import launch
 
 
 @pytest.fixture

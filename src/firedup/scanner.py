@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from .lines import ANSI
 try:
     import hyperscan
 except ImportError:  # platforms without a hyperscan wheel: same results, slower
-    hyperscan = None
+    hyperscan = None  # type: ignore[assignment]  # the module, or None where it has no wheel
 
 MAX_LINE = 1 << 20
 MAX_REDRAW = 4096  # a progress bar's redraw is short: a longer tail is a line being written
@@ -51,7 +52,7 @@ class Prefilter:
         self.patterns = [_prefilter_pattern(p) for p in patterns]
         if hyperscan is not None:
             self._db = _load_or_compile(self.patterns)
-            self._scratch = hyperscan.Scratch(self._db)
+            self._scratch = threading.local()  # a scratch serves one scan at a time: one per thread
         else:
             self._compiled = [re.compile(p, re.MULTILINE) for p in self.patterns]
 
@@ -61,7 +62,10 @@ class Prefilter:
             def on_match(pid: int, start: int, end: int, flags: int, context: object) -> None:
                 hits.append((end, pid))
 
-            self._db.scan(buf, match_event_handler=on_match, scratch=self._scratch)
+            scratch = getattr(self._scratch, "space", None)
+            if scratch is None:  # watch A B: each target's thread scans with the same compiled database
+                scratch = self._scratch.space = hyperscan.Scratch(self._db)
+            self._db.scan(buf, match_event_handler=on_match, scratch=scratch)
         else:
             for pid, rx in enumerate(self._compiled):
                 # re reports one greedy match, whose end may lie past a line
@@ -86,7 +90,7 @@ def _compile(patterns: list[bytes]):
 def _load_or_compile(patterns: list[bytes]):
     """Compiling the rule set takes a fifth of a second; loading it back, microseconds.
     The compiled database is kept in the user's cache directory, named by its content."""
-    key = hashlib.sha256(b"\0".join([hyperscan.__version__.encode(), *patterns])).hexdigest()[:24]
+    key = hashlib.sha256(b"\0".join([getattr(hyperscan, "__version__", "").encode(), *patterns])).hexdigest()[:24]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "firedup" / f"{key}.hsdb"
     try:
         return hyperscan.loadb(cache.read_bytes(), hyperscan.HS_MODE_BLOCK)

@@ -18,19 +18,34 @@ import shlex
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from . import rules, runs
-from .diagnose import InputError
+from . import registry, rules
+from ._exceptions import InputError, SlurmError, SSHError
+from ._launch import derive_url
+from .defaults import GRACE, STALL
 from .judge import Judge, Verdict
-from .launch import derive_url
 from .ledger.memory import Memory
 from .ledger.store import Ledger
 from .signals import Signal
-from .sources.slurm import (ENDED, FIRST_POLL, POLL_EVERY, Commands, JobPoller, SlurmError, cancel, commands_for,
-                            node_address, rejected, sacct, scontrol_job, squeue, submit)
-from .sources.ssh import Host, SSHError
+from .sinks import Sink
+from .sources.slurm import (
+    ENDED,
+    FIRST_POLL,
+    POLL_EVERY,
+    Commands,
+    JobPoller,
+    cancel,
+    commands_for,
+    node_address,
+    rejected,
+    sacct,
+    scontrol_job,
+    squeue,
+    submit,
+)
+from .sources.ssh import Host
 from .watch import Watch
 
 # sbatch options firedup sets itself.
@@ -47,10 +62,7 @@ def target(text: str) -> tuple[str | None, str] | None:
     if not re.fullmatch(r"\d+(?:_\d+)?", job) or "/" in host:
         raise InputError(f"not a Slurm job: {text!r} (expected slurm://JOBID or slurm://[user@]host/JOBID)")
     if host:
-        try:
-            Host.parse(host)
-        except ValueError as e:
-            raise InputError(str(e)) from None
+        Host.parse(host)  # InputError when it is not one
     return host or None, job
 
 
@@ -65,7 +77,7 @@ class Log:
 class Feed:
     """One watch's share of the scheduler's signals (the watch calls signals())."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._q: queue.SimpleQueue[Signal] = queue.SimpleQueue()
 
     def put(self, s: Signal) -> None:
@@ -107,7 +119,7 @@ class Follow:
 
     def __init__(self, commands: Commands, job: str, logs: list[Log], *, server: str | None, url: str | None,
                  port: str | None, stall: float | None, timeout: float | None, grace: float,
-                 sinks: Sequence[Any], every: float = POLL_EVERY, first: float = 0.0):
+                 sinks: Sequence[Sink], every: float = POLL_EVERY, first: float = 0.0):
         self.commands = commands
         self.poller = JobPoller(commands, job, every=every, first=first)
         self.logs = logs
@@ -148,8 +160,8 @@ class Follow:
             elif log.batch:
                 feed.put(s)
 
-    def run(self) -> tuple[Verdict | None, Log | None]:
-        """The overall verdict and the log it rests on (None, None if cancelled)."""
+    def run(self) -> tuple[Verdict, Log]:
+        """The overall verdict and the log it rests on."""
         results: queue.SimpleQueue = queue.SimpleQueue()
 
         def one(i: int) -> None:
@@ -182,13 +194,15 @@ class Follow:
             poller.join(5)
         if self.error is not None:
             raise self.error
-        return found
+        verdict, log = found
+        assert verdict is not None and log is not None  # the watches ended: one of them decided
+        return verdict, log
 
 
 class _Labelled:
     """A sink for one of a job's logs: events carry the node's name when there are several."""
 
-    def __init__(self, sink, label: str, several: bool):
+    def __init__(self, sink: Sink, label: str, several: bool):
         self.sink, self.label, self.several = sink, label, several
 
     def event(self, t: float, name: str, **fields) -> None:
@@ -202,18 +216,26 @@ class _Labelled:
         if not self.several or self.label == "job":
             self.sink.update(view)
 
+    def verdict(self, verdict: Verdict, note: str | None = None, *, target: str | None = None) -> None:
+        self.sink.verdict(verdict, note, target=target)
 
-def _describe(verdict: Verdict, log: Log, follow: Follow) -> None:
-    """Job facts on the verdict: the job, the node to blame, the queue wait, the logs."""
+    def close(self) -> None:
+        pass
+
+
+def _describe(verdict: Verdict, log: Log, follow: Follow) -> Verdict:
+    """The verdict with the job's facts: the job, the node to blame, the queue wait, the logs."""
     info = follow.poller.info
     node = None
     if verdict.outcome != "ready":
         m = _NODE_IN_LINE.search((verdict.evidence or {}).get("line", ""))
         node = (m.group(1) or m.group(2)) if m else (None if log.label == "job" else log.label)
-    verdict.slurm = {**info.to_dict(), "node": node, "logs": {lg.label: lg.path for lg in follow.logs},
-                     "polls": follow.poller.polls}
+    facts = {**info.to_dict(), "node": node, "logs": {lg.label: lg.path for lg in follow.logs},
+             "polls": follow.poller.polls}
+    explanation = verdict.explanation
     if verdict.cause == "time_limit":
-        verdict.explanation = f"{reached(verdict, info.time_limit)} {verdict.explanation}"
+        explanation = f"{reached(verdict, info.time_limit)} {verdict.explanation}"
+    return replace(verdict, slurm=facts, explanation=explanation)
 
 
 def reached(verdict: Verdict, time_limit: str) -> str:
@@ -243,20 +265,20 @@ def script(argv: Sequence[str], nodes: int, task_logs: str) -> str:
 
 @dataclass
 class Launched:
-    run: runs.Run
+    record: registry.Record
     verdict: Verdict
     note: str
 
     def stop(self) -> None:
         """Cancel the job of a ready server (one that is not ready was cancelled already)."""
-        if self.run.job and self.verdict.outcome == "ready":
-            stop(self.run)
+        if self.record.job and self.verdict.outcome == "ready":
+            stop(self.record)
 
 
 def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbatch_args: Sequence[str] = (),
            log_dir: str | os.PathLike | None = None, server: str | None = None, url: str | None = None,
-           stall: float | None = 300.0, timeout: float | None = None, grace: float = 30.0,
-           kill_on_stall: bool = False, sinks: Sequence[Any] = (), ledger: Ledger | None = None,
+           stall: float | None = STALL, timeout: float | None = None, grace: float = GRACE,
+           kill_on_stall: bool = False, sinks: Sequence[Sink] = (), ledger: Ledger | None = None,
            commands: Commands | None = None, every: float = POLL_EVERY) -> Launched:
     """Submit ``argv`` as a job, follow it to a verdict; cancel it unless it is
     ready (or stalled, left for inspection unless asked)."""
@@ -266,7 +288,7 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
         if arg.split("=")[0] in OWN_OPTIONS:
             raise InputError(f"firedup sets {arg.split('=')[0]} itself (use --nodes, --name, --log-dir)")
     family = server or rules.load().detect_command(argv)
-    name = name or runs.default_name(argv, family)
+    name = name or registry.default_name(argv, family)
     directory = commands.make_folder(str(log_dir) if log_dir else commands.default_folder())
     batch_log = f"{directory}/{name}-%j.log"
     task_logs = f"{directory}/{name}-%j.%t.log"
@@ -281,17 +303,19 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
             raise InputError(str(e)) from None
         judge = Judge(now=time.monotonic(), server=family)
         judge.feed(rejected(str(e)), time.monotonic())
-        verdict = judge.decide(time.monotonic())
-        verdict.slurm = {"job": None, "submit": str(e)}
+        decided = judge.decide(time.monotonic())
+        assert decided is not None  # a rejection decides at once
+        verdict = replace(decided, slurm={"job": None, "submit": str(e)})
         if memory is not None:
-            memory.remember(verdict, kind="launch", name=name, log=None, environment=None, scheduler=verdict.slurm)
-        return Launched(runs.Run(name=name, pid=0, argv=argv, log="", url=None, server=family,
+            verdict = memory.remember(verdict, kind="launch", name=name, log=None, environment=None,
+                                      scheduler=verdict.slurm)
+        return Launched(registry.Record(name=name, pid=0, argv=argv, log="", url=None, server=family,
                                  started=time.time(), created=0.0), verdict, "sbatch refused the job")
     logs = [Log("job", batch_log.replace("%j", job), head=nodes <= 1, batch=True)]
     if nodes > 1:
         logs += [Log(f"task {t}", task_logs.replace("%j", job).replace("%t", str(t)), head=t == 0)
                  for t in range(nodes)]
-    run = runs.Run(name=name, pid=0, argv=argv, log=logs[-nodes].path if nodes > 1 else logs[0].path, url=url,
+    run = registry.Record(name=name, pid=0, argv=argv, log=logs[-nodes].path if nodes > 1 else logs[0].path, url=url,
                    server=family, started=time.time(), created=0.0, job=job, host=commands.host)
     run.save()
     for sink in sinks:
@@ -307,11 +331,12 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
     if nodes > 1 and info.nodes:  # name the task logs by their nodes (one task per node, in order)
         for lg in logs[1:]:
             lg.label = info.nodes[int(lg.label.split()[1])] if lg.label.startswith("task ") else lg.label
-    _describe(verdict, log, follow)
+    verdict = _describe(verdict, log, follow)
     run.url = url or (follow.watches[logs.index(next(lg for lg in logs if lg.head))].url)
     run.save()
     if memory is not None:
-        memory.remember(verdict, kind="launch", name=name, log=run.log, environment=None, scheduler=verdict.slurm)
+        verdict = memory.remember(verdict, kind="launch", name=name, log=run.log, environment=None,
+                                  scheduler=verdict.slurm)
     if verdict.outcome == "ready" or (verdict.outcome == "stalled" and not kill_on_stall):
         state = "running" if verdict.outcome == "ready" else "left running for inspection"
         note = (f"{state}: job {job} on {','.join(info.nodes)}, log {run.log}; "
@@ -325,8 +350,8 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
     return Launched(run, verdict, note)
 
 
-def watch(job: str, *, server: str | None = None, url: str | None = None, stall: float | None = 300.0,
-          timeout: float | None = None, grace: float = 30.0, sinks: Sequence[Any] = (),
+def watch(job: str, *, server: str | None = None, url: str | None = None, stall: float | None = STALL,
+          timeout: float | None = None, grace: float = GRACE, sinks: Sequence[Sink] = (),
           commands: Commands | None = None, every: float = POLL_EVERY) -> Verdict:
     """Follow a job someone else submitted: its output (and error) log, and the scheduler."""
     commands = commands or Commands()
@@ -345,8 +370,7 @@ def watch(job: str, *, server: str | None = None, url: str | None = None, stall:
     follow = Follow(commands, job, logs, server=server, url=url, port=None, stall=stall, timeout=timeout,
                     grace=grace, sinks=sinks, every=every)
     verdict, log = follow.run()
-    _describe(verdict, log, follow)
-    return verdict
+    return _describe(verdict, log, follow)
 
 
 def state(job: str, host: str | None = None, ssh_args: Sequence[str] = ()) -> str:
@@ -364,8 +388,9 @@ def state(job: str, host: str | None = None, ssh_args: Sequence[str] = ()) -> st
         commands.close()
 
 
-def stop(run: runs.Run, ssh_args: Sequence[str] = ()) -> str:
+def stop(run: registry.Record, ssh_args: Sequence[str] = ()) -> str:
     """Cancel the job, through its login node if it was launched through one."""
+    assert run.job is not None
     commands = commands_for(run.host, ssh_args)
     try:
         cancel(commands, run.job)

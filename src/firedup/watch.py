@@ -16,46 +16,39 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, BinaryIO
 
-
-from .diagnose import InputError
+from ._exceptions import InputError
+from .defaults import CONFIRM, GRACE, IDLE, QUIET, SETTLE, STALL
 from .engine import Engine
 from .judge import Judge, Verdict
 from .signals import Signal
-from .sources import inotify
+from .sinks import Sink
+from .sources import inotify, owners
 from .sources.file import FileFollower
-from .sources import owners
 from .sources.http import Prober, address_of, is_local
 from .sources.process import ExitWatch
 from .sources.procstat import TreeSampler, working
-from .sources.ssh import RemoteSource
+from .sources.ssh import RemoteSource, TailSource
 
 SAMPLE_EVERY = 1.0
 POLL = 0.25  # the longest sleep: deadlines and polling fallback
-CONFIRM = 2.0  # how long a ready line waits for the port to answer
-# A log watched alone: silence after an exception that makes it failed. Long
-# enough for the rest of a dying server's output (worker tracebacks, the
-# parent's "Engine core initialization failed", shutdown lines), which all
-# comes within milliseconds; short beside the 5 s of the grep loop it
-# replaces. A later calm line disarms it.
-QUIET = 2.0
-# Quiet after which an open traceback closes and held lines are read.
-IDLE = 0.5
-# Without a health probe, how long uvicorn's "startup complete" (printed before
-# the bind) waits for a bind error.
-SETTLE = 0.5
 STACK_DUMP_TIMEOUT = 20
 NO_WRITER = ("no process has the log open for writing (or none this user can see): the verdict comes from the log "
              "alone; an exception followed by silence is failed")
 
 
 class Watch:
+    """Follows one server to its verdict: a log file (``log``), a stream, or a
+    remote log; with a process (``pid``) and a health URL when known. ``run()``
+    returns the verdict; the sinks hear the events on the way."""
+
     def __init__(self, *, log: str | None = None, stream: BinaryIO | None = None, server: str | None = None,
                  pid: int | None = None, exit_watch: ExitWatch | None = None, url: str | None = None,
-                 stall: float | None = 300.0, timeout: float | None = None, grace: float = 30.0,
-                 sinks: Sequence[Any] = (), clock: Callable[[], float] = time.monotonic,
-                 offset: int = 0, probe_generate: bool = False, remote: RemoteSource | None = None,
+                 stall: float | None = STALL, timeout: float | None = None, grace: float = GRACE,
+                 sinks: Sequence[Sink] = (), clock: Callable[[], float] = time.monotonic,
+                 offset: int = 0, probe_generate: bool = False, remote: RemoteSource | TailSource | None = None,
                  cancel: threading.Event | None = None, stall_for: dict[str, float] | None = None,
                  expect: dict[str, Any] | None = None, quiet: float = QUIET,
                  listening_before: set[str] | None = None, scheduler: Any = None):
@@ -91,8 +84,8 @@ class Watch:
         self.url = url
         self.prober: Prober | None = None
         self.sinks = list(sinks)
-        self._phase = None
-        self._progress = None
+        self._phase: str | None = None
+        self._progress: dict[str, Any] | None = None
         self._warnings = 0
         self._last_line = ""
         self._last_data = self.started
@@ -120,7 +113,8 @@ class Watch:
             sel.register(self.exit_watch, selectors.EVENT_READ)
         if self.url:
             self._start_prober(sel)
-        log = self.follower.path if self.follower else f"ssh://{self.remote.host}{self.remote.path}" if self.remote else "-"
+        log = (self.follower.path if self.follower else f"ssh://{self.remote.host}{self.remote.path}" if self.remote
+               else "-")
         self._emit(0.0, "start", server=self.engine.family, log=log,
                    pid=self.exit_watch.pid if self.exit_watch else None, url=self.prober.url if self.prober else None)
         if self.expect:
@@ -167,10 +161,11 @@ class Watch:
                 if verdict is None and not (self.follower or self.stream or self.exit_watch or self.remote):
                     verdict = self.judge.finish(now)  # standard input ended, nothing else to wait for
                 if verdict is not None:
-                    if verdict.outcome == "stalled" and self.exit_watch is not None:
-                        verdict.stacks = stack_dump(self.sampler.sample())
+                    if verdict.outcome == "stalled" and self.sampler is not None:  # a process is known
+                        verdict = replace(verdict, stacks=stack_dump(self.sampler.sample()))
                     if self.follower is not None and not self.follower.exists:
-                        verdict.notes.append(f"the log {self.follower.path} never appeared")
+                        note = f"the log {self.follower.path} never appeared"
+                        verdict = replace(verdict, notes=[*verdict.notes, note])
                     return verdict
                 self._view(now)
                 for key, _ in sel.select(self._sleep(now)):
@@ -205,7 +200,7 @@ class Watch:
         none is found whenever the log starts over: a new file, a truncation,
         or the first bytes of a log that was empty (a server started with
         ``> log`` after the watch)."""
-        if not self._find_writer:
+        if not self._find_writer or self.follower is None:
             return
         try:
             st = os.stat(self.follower.path)
@@ -236,6 +231,7 @@ class Watch:
         self._feed(self.engine.feed(data) + self.engine.peek(), now)
 
     def _start_prober(self, sel: selectors.BaseSelector) -> None:
+        assert self.url is not None
         self.prober = Prober(self.url, self._health_path(), generate=self.probe_generate)
         sel.register(self.prober, selectors.EVENT_READ)
         self.prober.start()
@@ -254,7 +250,7 @@ class Watch:
             if s.kind == "running" and s.data.get("url") and not probing:
                 self.url = s.data["url"]  # the head node's address is known once it runs
                 self.judge.confirm = CONFIRM
-                if self.remote is not None:  # through a login node: the nodes are reachable from there
+                if isinstance(self.remote, TailSource):  # through a login node: the nodes are reachable from there
                     self.remote.probe(self.url.rstrip("/") + self._health_path())
                 else:
                     self._start_prober(sel)
@@ -282,10 +278,11 @@ class Watch:
         return pack.health if pack and pack.health else "/health"
 
     def _probes(self, now: float) -> None:
+        assert self.prober is not None
         for result in self.prober.results():
             self._probe(result, self.prober.url, now)
 
-    def _probe(self, result: dict[str, Any], url: str, now: float) -> None:
+    def _probe(self, result: dict[str, Any], url: str | None, now: float) -> None:
         family = self.engine.family
         pack = self.ruleset.packs.get(family) if family else None
         ready_by_health = pack.health_ready if pack else True
@@ -305,19 +302,21 @@ class Watch:
 
     def _owner(self) -> tuple[str, str | None]:
         """Whose server answered the probe (tree, foreign or unknown), and who holds the port."""
-        if not is_local(self.prober.host):
+        assert self.prober is not None
+        host, port = self.prober.host, self.prober.port
+        if not is_local(host):
             return "unknown", None
         # Finding a socket's process reads every process's fds: only when the
         # set of listening sockets changed since the last answer.
-        key = frozenset(owners.listening_inodes(self.prober.port, address_of(self.prober.host)))
+        key = frozenset(owners.listening_inodes(port, address_of(host)))
         if self._owner_cache is None or self._owner_cache[0] != key:
             pid = self.exit_watch.pid if self.exit_watch else None
-            owner, holders = owners.ownership(self.prober.port, pid, self.listening_before,
-                                              address_of(self.prober.host))
+            owner, holders = owners.ownership(port, pid, self.listening_before, address_of(host))
             self._owner_cache = (key, (owner, ", ".join(h.describe() for h in holders) or None))
         return self._owner_cache[1]
 
     def _remote_events(self, now: float) -> None:
+        assert self.remote is not None
         for kind, payload in self.remote.events():
             if kind == "log":
                 self._data(payload, now)
@@ -358,10 +357,10 @@ class Watch:
                 self._emit(t, "config", config=s.data)
             elif s.kind == "benign" and self.judge.ready is None:
                 self._warnings += 1
-                self._emit(t, "warning", line=s.line, lineno=s.lineno, rule=s.rule.id)
+                self._emit(t, "warning", line=s.line, lineno=s.lineno, rule=s.rule.id if s.rule else None)
             elif s.kind == "progress" and self.judge.progress != self._progress:
                 self._progress = self.judge.progress
-                self._emit(t, "progress", **self.judge.progress)
+                self._emit(t, "progress", **(self.judge.progress or {}))
             if self.judge.phase != self._phase:
                 self._phase = self.judge.phase
                 self._emit(t, "phase", phase=self._phase)

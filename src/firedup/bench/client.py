@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import array
 import asyncio
+import errno
 import json
 import platform
 import socket
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from .._exceptions import HttpError, InputError
 from .metrics import RequestResult
 
 READ_SIZE = 1 << 18
@@ -33,8 +35,14 @@ _DECODER = json.JSONDecoder()
 CONNECT_TIMEOUT = 10.0  # a host that drops the handshake is not waited on for the kernel's minutes
 
 
-class HttpError(Exception):
-    pass
+class NotListening(ConnectionRefusedError):
+    """Nothing listens at the server's address: the connection was refused."""
+
+    def __init__(self, url: str):
+        super().__init__(errno.ECONNREFUSED, f"nothing is listening at {url}")
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 def enable_timestamps(sock: socket.socket) -> None:
@@ -66,7 +74,7 @@ class Endpoint:
     def __init__(self, url: str, api_key: str | None = None):
         parts = urlsplit(url if "//" in url else f"http://{url}")
         if parts.scheme != "http":
-            raise ValueError(f"only http:// servers can be measured: {url}")
+            raise InputError(f"only http:// servers can be measured: {url}")
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or 80
         self.base = f"http://{parts.netloc}"
@@ -88,6 +96,10 @@ class Endpoint:
             except TimeoutError:  # asyncio's too, since 3.11
                 sock.close()
                 error = OSError(f"no answer from {self.authority} in {CONNECT_TIMEOUT:g} s")
+                continue
+            except ConnectionRefusedError:
+                sock.close()
+                error = NotListening(self.base)
                 continue
             except OSError as e:
                 sock.close()

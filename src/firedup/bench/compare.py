@@ -41,8 +41,9 @@ def aggregate(repeats: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = dict(repeats[-1])
     for key, value in repeats[-1].items():
         values = [r.get(key) for r in repeats]
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) and len(set(values)) > 1:
-            out[key] = statistics.fmean(values)
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(numbers) == len(values) and len(set(numbers)) > 1:
+            out[key] = statistics.fmean(numbers)
     out["repeats"] = repeats
     return out
 
@@ -146,8 +147,11 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted
 
 
-def verdict(delta_pct: float | None, p_adjusted: float | None, higher_is_better: bool,
-            min_effect_pct: float = MIN_EFFECT_PCT) -> str:
+def classify(delta_pct: float | None, p_adjusted: float | None, higher_is_better: bool,
+             min_effect_pct: float = MIN_EFFECT_PCT) -> str:
+    """What a metric's change is called: same, within noise, below the minimum
+    effect, an improvement or a regression (not a server's verdict: that is
+    the judge's)."""
     if delta_pct == 0:
         return "same"
     if p_adjusted is None:
@@ -167,17 +171,18 @@ def interleaved(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def compare(runs: list[dict[str, Any]], min_effect_pct: float = MIN_EFFECT_PCT) -> dict[str, Any]:
     base = runs[0]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key, higher in KEYS:
         if _samples(base, key):
             rows.append({"metric": key, "higher_is_better": higher, "changes": [],
                          "values": [statistics.fmean(_samples(r, key)) if _samples(r, key) else None for r in runs]})
-    notes, tests = [], []
+    notes: list[str] = []
+    tests: list[dict[str, Any]] = []
     for other in runs[1:]:
         paired = interleaved(base, other)
         tests.append({"paired": paired, "correction": f"{GATE} first, then holm", "alpha": ALPHA,
                       "min_effect_pct": min_effect_pct})
-        changes = []
+        changes: list[dict[str, Any]] = []
         for row in rows:
             a, b = _samples(base, row["metric"]), _samples(other, row["metric"])
             mean_a = statistics.fmean(a)
@@ -187,18 +192,18 @@ def compare(runs: list[dict[str, Any]], min_effect_pct: float = MIN_EFFECT_PCT) 
         for metric, adjusted in gatekept({m: c["p"] for m, c in tested.items()}).items():
             tested[metric]["p"] = adjusted  # reported adjusted: compare it with ALPHA as it stands
         for row, change in zip(rows, changes):
-            change["verdict"] = verdict(change["delta_pct"], change["p"], row["higher_is_better"], min_effect_pct)
+            change["verdict"] = classify(change["delta_pct"], change["p"], row["higher_is_better"], min_effect_pct)
             row["changes"].append(change)
         tests[-1]["metrics_tested"] = len(tested)
         if not paired and tested:
             notes.append(f"runs {base['id']} and {other['id']} were not interleaved: drift in the machine's load "
                          "between them cannot be told from an effect (firedup run --repeat K -- CMD_A --vs CMD_B "
                          "alternates their server starts)")
-    changes = [
+    differences = [
         [c for c in history.diff(base, other) if c["section"] != "phases"] for other in runs[1:]
     ]
     one_start = [r["id"] for r in runs if r["metrics"].get("repeats_across") == "one server start"]
     if one_start and any(c["verdict"] in ("regression", "improvement") for row in rows for c in row["changes"]):
         notes.append(f"the repeats of run {', '.join(map(str, one_start))} shared one server start: the noise does "
                      "not hold start-to-start variation (firedup run --repeat K --relaunch measures it)")
-    return {"runs": [r["id"] for r in runs], "rows": rows, "tests": tests, "changes": changes, "notes": notes}
+    return {"runs": [r["id"] for r in runs], "rows": rows, "tests": tests, "changes": differences, "notes": notes}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +44,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def _summary(name: str, seconds: list[float], percentiles: list[float]) -> dict[str, float]:
+def _summary(name: str, seconds: list[float], percentiles: Sequence[float]) -> dict[str, float]:
     ms = [1000 * s for s in seconds]
     out = {
         f"mean_{name}_ms": statistics.fmean(ms) if ms else 0.0,
@@ -55,7 +56,7 @@ def _summary(name: str, seconds: list[float], percentiles: list[float]) -> dict[
     return out
 
 
-def compute(results: list[RequestResult], duration: float, *, percentiles: list[float] = (99,),
+def compute(results: list[RequestResult], duration: float, *, percentiles: Sequence[float] = (99,),
             goodput: dict[str, float] | None = None) -> dict[str, Any]:
     """The metrics of one run. ``goodput`` holds SLOs in ms: ttft, tpot, e2el."""
     ok = [r for r in results if r.ok]

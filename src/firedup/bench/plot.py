@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-class PlotError(Exception):
-    pass
+from .._exceptions import PlotError
 
 
 def _pyplot():

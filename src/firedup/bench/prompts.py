@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._exceptions import WorkloadError
 from . import client
 
 # Short common words: random prompts when no tokenizer builds them from token ids.
@@ -31,10 +32,6 @@ WORDS = ("the of and to in is you that it he was for on are as with his they at 
          "most very after thing our just name good sentence man think say great where help through much before "
          "line right too mean old any same tell boy follow came want show also around form three small set put "
          "end does another well large must big even such because turn here why ask went men read need land").split()
-
-
-class WorkloadError(ValueError):
-    pass
 
 
 FILLERS = ("the", "a", "of", "and", "to", "in", "is", "it", ",", ".")
@@ -170,6 +167,7 @@ class ServerTokenizer:
         return None
 
     async def count(self, text: str) -> int:
+        assert self.found is not None, "find() first"
         n = await self._ask(self.found, text)
         if n is None:
             raise client.HttpError(f"POST {self.found[0]} stopped answering")

@@ -11,7 +11,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +45,8 @@ class BenchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "model": self.model, "model_source": self.model_source, "workload": self.workload,
-                **self.metrics, **metrics.vllm_arrays(self.requests), "health": self.health, "speculative": self.speculative,
+                **self.metrics, **metrics.vllm_arrays(self.requests), "health": self.health,
+                "speculative": self.speculative,
                 "warnings": self.warnings, "requests": self.requests}
 
 
@@ -227,7 +228,7 @@ async def _one(pool: _Pool, workload: Workload, model: str, p: Prompt, t0: float
 
 async def run_async(url: str, workload: Workload, model: str | None = None,
                     on_result: Callable[[metrics.RequestResult], None] | None = None,
-                    percentiles: list[float] = (99,), goodput: dict[str, float] | None = None,
+                    percentiles: Sequence[float] = (99,), goodput: dict[str, float] | None = None,
                     api_key: str | None = None, model_source: str = "--model") -> BenchResult:
     """``model``: the served model's name (default: the first of /v1/models),
     ``model_source``: where that name came from, for the report."""
@@ -263,7 +264,8 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
     sent = 0
 
     def more() -> bool:
-        return (workload.num_prompts is None or sent < len(items)) and (deadline is None or time.perf_counter() < deadline)
+        return ((workload.num_prompts is None or sent < len(items))
+                and (deadline is None or time.perf_counter() < deadline))
 
     if workload.request_rate:
         rng = random.Random(workload.seed)
@@ -358,7 +360,7 @@ def _input_lengths(results: list[metrics.RequestResult], computed: dict[str, Any
     """Input tokens asked beside those the server counted: more than
     MAX_INPUT_OFF apart is said, as the output-length check says its own."""
     counted = [r for r in results if r.ok and r.usage and r.asked_input]
-    asked, sent = sum(r.asked_input for r in counted), sum(r.prompt_tokens for r in counted)
+    asked, sent = sum(r.asked_input or 0 for r in counted), sum(r.prompt_tokens for r in counted)
     computed["input_tokens_asked"] = sum(r.asked_input or 0 for r in results if r.ok)
     if not asked or abs(sent - asked) <= MAX_INPUT_OFF * asked:
         return []
@@ -379,6 +381,7 @@ def calibrate(workload: Workload, **kwargs: Any) -> BenchResult:
     in another process (so that the two do not share a core's worth of Python)."""
     server = subprocess.Popen([sys.executable, "-m", "firedup.bench.zero"], stdout=subprocess.PIPE, text=True)
     try:
+        assert server.stdout is not None
         port = int(server.stdout.readline())
         return run(f"http://127.0.0.1:{port}", workload, **kwargs)
     finally:

@@ -52,6 +52,7 @@ class Workload:
     @cached_property
     def _dataset(self) -> tuple[list[tuple[str, int]], str]:
         """The dataset's prompts and its sha256, read once for every repeat."""
+        assert self.dataset is not None
         return load_dataset(self.dataset, self.output_len)
 
     def dataset_prompts(self) -> list[Prompt]:

@@ -95,7 +95,8 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
                 out.append({"section": section, "key": key, "a": old.get(key), "b": new.get(key)})
 
     compare("command", {"args": " ".join(startup_args(a["command"]))}, {"args": " ".join(startup_args(b["command"]))})
-    compare("server", {"server": a["server"], "version": a["version"]}, {"server": b["server"], "version": b["version"]})
+    compare("server", {"server": a["server"], "version": a["version"]},
+            {"server": b["server"], "version": b["version"]})
     compare("config", a["config"], b["config"])
     ea, eb = a.get("environment") or {}, b.get("environment") or {}
     if ea and eb:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..judge import Verdict
@@ -37,16 +38,19 @@ class Memory:
                 "phases": {p: e["median"] for p, e in self.usual.items() if p != "total"}}
 
     def remember(self, verdict: Verdict, *, kind: str, name: str | None, log: str | None,
-                 environment: dict[str, Any] | None, scheduler: dict[str, Any] | None = None) -> None:
-        """Write the run; note on the verdict what was unusual and what changed."""
-        run = {"kind": kind, "name": name, "host": self.host, "command": self.argv, "server": verdict.server or self.server,
+                 environment: dict[str, Any] | None, scheduler: dict[str, Any] | None = None) -> Verdict:
+        """Write the run; the verdict as it is recorded: with what was unusual,
+        what changed since the last good run, and its run id."""
+        run = {"kind": kind, "name": name, "host": self.host, "command": self.argv,
+               "server": verdict.server or self.server,
                "version": verdict.version, "config": verdict.config, "phases": verdict.phases,
                "outcome": verdict.outcome, "cause": verdict.cause, "evidence": verdict.evidence, "log": log,
                "started": self.started, "elapsed": verdict.elapsed, "environment": environment or {},
                "fingerprint": self.fingerprint}
         if scheduler is not None:
             run["scheduler"] = scheduler
-        verdict.anomalies = history.anomalies(verdict.phases, self.usual)
-        if self.last_good is not None and (verdict.anomalies or verdict.outcome != "ready"):
-            verdict.changes = history.notable(history.diff(self.last_good, run))
-        verdict.run_id = self.ledger.record(**run)
+        anomalies = history.anomalies(verdict.phases, self.usual)
+        changes = []
+        if self.last_good is not None and (anomalies or verdict.outcome != "ready"):
+            changes = history.notable(history.diff(self.last_good, run))
+        return replace(verdict, anomalies=anomalies, changes=changes, run_id=self.ledger.record(**run))

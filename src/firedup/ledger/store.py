@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._exceptions import InputError, LedgerError
+
 APPLICATION_ID = 0x46495244  # "FIRD"
 BUSY_TIMEOUT_MS = 30_000
 
@@ -62,10 +64,6 @@ SCHEMA_VERSION = len(MIGRATIONS)
 JSON_COLUMNS = ("command", "config", "phases", "evidence", "environment", "workload", "metrics", "scheduler")
 
 
-class LedgerError(Exception):
-    """The ledger file cannot be used (foreign, corrupt, from a newer firedup)."""
-
-
 def ledger_path(explicit: str | os.PathLike | None = None) -> Path:
     if explicit:
         return Path(explicit)
@@ -76,6 +74,10 @@ def ledger_path(explicit: str | os.PathLike | None = None) -> Path:
 
 
 class Ledger:
+    """The run ledger: every start-up, watch, diagnosis and benchmark firedup
+    recorded, in one SQLite file (``path``, default FIREDUP_LEDGER or
+    ~/.local/share/firedup/ledger.db)."""
+
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = ledger_path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -137,17 +139,26 @@ class Ledger:
             cur = self.db.execute(f"INSERT INTO runs ({columns}) VALUES ({marks})", tuple(run.values()))
         except sqlite3.DatabaseError as e:
             raise LedgerError(f"cannot write to {self.path}: {e}") from None
+        assert cur.lastrowid is not None
         return cur.lastrowid
 
     def get(self, run_id: int) -> dict[str, Any] | None:
         row = self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _decode(row) if row else None
 
+    def run(self, run_id: int) -> dict[str, Any]:
+        """Run ``run_id``, for a person who named it: InputError when there is none."""
+        found = self.get(run_id)
+        if found is None:
+            raise InputError(f"no run {run_id} in the ledger (see firedup runs)")
+        return found
+
     def find(self, *, name: str | None = None, server: str | None = None, since: float | None = None,
              fingerprint: str | None = None, outcome: str | None = None, kind: str | None = None,
              not_kind: str | None = None, limit: int | None = None) -> list[dict]:
         """Runs, newest first."""
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         for column, value in (("name", name), ("server", server), ("fingerprint", fingerprint),
                               ("outcome", outcome), ("kind", kind)):
             if value is not None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
+from .._exceptions import RuleError
+
 KINDS = ("ready", "phase", "progress", "heartbeat", "fatal", "cause", "benign", "config", "stopping", "stopped")
 CAUSES = (
     "cuda_oom", "host_oom", "kv_cache_too_small", "cudnn_version", "arch_unsupported",
@@ -32,10 +34,6 @@ CAUSES = (
 PHASES = ("queued", "init", "dist_init", "weights", "kv_cache", "compile", "cuda_graphs", "warmup", "http", "serving")
 FAMILIES = ("sglang", "vllm", "llamacpp", "tgi", "trtllm", "lmdeploy", "transformers")
 CONFIG_FORMATS = ("kwargs", "dict", "rust", "kv")
-
-
-class RuleError(ValueError):
-    """A pack file that does not hold together."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""JSON lines: one event a line, the verdict last (DESIGN.md: ``--json`` events)."""
+"""JSON lines: one event a line, the verdict last (docs/contract.md: ``--json`` events)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ class JsonEvents:
     def update(self, view: dict[str, Any]) -> None:
         pass
 
-    def verdict(self, verdict: Verdict, note: str | None = None) -> None:
+    def verdict(self, verdict: Verdict, note: str | None = None, *, target: str | None = None) -> None:
         fields = verdict.to_dict()
         if note:
             fields["note"] = note
-        self.event(verdict.elapsed, verdict.outcome, **fields)
+        self.event(verdict.elapsed, verdict.outcome, **({"target": target} if target else {}), **fields)
 
     def close(self) -> None:
         pass

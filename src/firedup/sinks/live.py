@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
@@ -24,8 +24,10 @@ def phase_line(phases: dict[str, float]) -> str:
     return ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases.items() if seconds >= 0.5)
 
 
-def final(console: Console, verdict: Verdict, note: str | None) -> None:
-    """The verdict, its phase durations and what to do next."""
+def final(console: Console, verdict: Verdict, note: str | None, target: str | None = None) -> None:
+    """The verdict (under its target's name, of several), its phase durations and what to do next."""
+    if target:
+        console.print(f"{target}:")
     summary.render(verdict, console)
     if verdict.phases:
         console.print(Text(f"  phases: {phase_line(verdict.phases)}", "dim"))
@@ -62,13 +64,14 @@ class LiveView:
 
     def event(self, t: float, name: str, **fields: Any) -> None:
         if name in ("phase", "warning", "exit"):
-            self.live.console.print(Text(f"{_clock(t)} {name}: {fields.get('phase') or fields.get('line') or fields.get('code')}", "dim"))
+            what = fields.get("phase") or fields.get("line") or fields.get("code")
+            self.live.console.print(Text(f"{_clock(t)} {name}: {what}", "dim"))
 
     def update(self, view: dict[str, Any]) -> None:
         grid = Table.grid(padding=(0, 1))
         grid.add_row(Text(f"{self.title}", "bold"), Text(f"{view['server'] or 'server'}  phase: {view['phase']}"),
                      Text(f"elapsed {_clock(view['elapsed'])}", "dim"))
-        rows = [grid]
+        rows: list[RenderableType] = [grid]
         progress = view.get("progress")
         if progress and progress.get("total"):
             eta = self.eta(progress, view["elapsed"])
@@ -87,9 +90,9 @@ class LiveView:
             rows.append(Text(f"{view['warnings']} warning(s) ignored", "dim"))
         self.live.update(Group(*rows))
 
-    def verdict(self, verdict: Verdict, note: str | None = None) -> None:
+    def verdict(self, verdict: Verdict, note: str | None = None, *, target: str | None = None) -> None:
         self.live.stop()
-        final(self.console, verdict, note)
+        final(self.console, verdict, note, target)
 
     def close(self) -> None:
         self.live.stop()
@@ -103,6 +106,8 @@ class PlainView:
         self._progress_step = -1
 
     def event(self, t: float, name: str, **fields: Any) -> None:
+        if "target" in fields:  # one of several targets: its name first, the fields as they are
+            name = f"{fields.pop('target')} {name}"
         if name == "progress":
             total = fields.get("total") or 0
             step = int(10 * fields["n"] / total) if total else fields["n"]
@@ -128,8 +133,8 @@ class PlainView:
     def update(self, view: dict[str, Any]) -> None:
         pass
 
-    def verdict(self, verdict: Verdict, note: str | None = None) -> None:
-        final(self.console, verdict, note)
+    def verdict(self, verdict: Verdict, note: str | None = None, *, target: str | None = None) -> None:
+        final(self.console, verdict, note, target)
 
     def close(self) -> None:
         pass

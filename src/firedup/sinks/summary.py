@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.text import Text
 
 from ..judge import Verdict
 from ..ledger.history import change_lines
 
-STYLE = {"ready": "bold green", "failed": "bold red", "stalled": "bold yellow",
-         "timeout": "bold yellow", "incomplete": "bold yellow"}
-MARK = {"ready": "✓", "failed": "✗", "stalled": "…", "timeout": "⏱", "incomplete": "?"}
 MAX_CONFIG = 8
 MAX_EVIDENCE = 400
 MAX_STACK_LINES = 60
@@ -18,6 +17,15 @@ MAX_STACK_LINES = 60
 KEY_CONFIG = ("model", "model_path", "model_id", "attention_backend", "tp_size",
               "tensor_parallel_size", "dtype", "quantization", "max_model_len",
               "context_length", "mem_fraction_static", "gpu_memory_utilization", "port")
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """A log line as a terminal can show it: control bytes (a binary file read
+    as a log) escaped as \\xNN, tabs kept."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _config_items(config: dict) -> list[tuple[str, object]]:
@@ -28,7 +36,7 @@ def _config_items(config: dict) -> list[tuple[str, object]]:
 
 def render(verdict: Verdict, console: Console, source: str = "") -> None:
     head = Text()
-    head.append(f"{MARK[verdict.outcome]} {verdict.outcome}", STYLE[verdict.outcome])
+    head.append(f"{verdict.outcome.mark} {verdict.outcome}", verdict.outcome.style)
     if verdict.cause:
         head.append(f"  cause: {verdict.cause}", "bold")
     bits = [b for b in (verdict.server or "unknown server", verdict.version and f"v{verdict.version}",
@@ -38,7 +46,7 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
     if verdict.evidence:
         lineno = verdict.evidence.get("lineno")
         line = Text(f"  line {lineno}: " if lineno else "  evidence: ", "dim")
-        text = verdict.evidence["line"]
+        text = printable(verdict.evidence["line"])
         line.append(text if len(text) <= MAX_EVIDENCE else text[:MAX_EVIDENCE] + "…")
         console.print(line, overflow="fold")
     if verdict.explanation:
@@ -57,22 +65,22 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
     if verdict.benign:
         first = verdict.benign[0]
         console.print(Text(f"  ignored {len(verdict.benign)} benign line(s), e.g. line "
-                           f"{first['lineno']} [{first['rule']}]: {first['line']}", "dim"),
+                           f"{first['lineno']} [{first['rule']}]: {printable(first['line'])}", "dim"),
                       overflow="ellipsis", no_wrap=True)
     for note in verdict.notes:
         console.print(Text("  note: ", "bold yellow") + Text(note))
     for anomaly in verdict.anomalies:
         console.print(Text("  slow: ", "bold yellow") + Text(anomaly))
     if verdict.changes:
-        lines = change_lines(verdict.changes)
+        changed = change_lines(verdict.changes)
         console.print(Text("  changed since the last good run:", "bold")
-                      + Text("" if lines else " nothing in its configuration or environment"))
-        for line in lines:
-            console.print(Text(f"    {line}"), overflow="ellipsis", no_wrap=True)
+                      + Text("" if changed else " nothing in its configuration or environment"))
+        for text in changed:
+            console.print(Text(f"    {text}"), overflow="ellipsis", no_wrap=True)
     if verdict.stacks:
-        lines = verdict.stacks.splitlines()
+        stack = verdict.stacks.splitlines()
         console.print(Text("  where it waits (py-spy dump):", "bold"))
-        for line in lines[:MAX_STACK_LINES]:
-            console.print(Text(f"    {line}", "dim"), overflow="ellipsis", no_wrap=True)
-        if len(lines) > MAX_STACK_LINES:
-            console.print(Text(f"    … {len(lines) - MAX_STACK_LINES} more lines", "dim"))
+        for text in stack[:MAX_STACK_LINES]:
+            console.print(Text(f"    {text}", "dim"), overflow="ellipsis", no_wrap=True)
+        if len(stack) > MAX_STACK_LINES:
+            console.print(Text(f"    … {len(stack) - MAX_STACK_LINES} more lines", "dim"))

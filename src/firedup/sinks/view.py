@@ -10,13 +10,20 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .summary import MARK, STYLE
+from .._outcome import Outcome
+from .summary import printable
 
 BAR_WIDTH = 40
+MAX_ENV_VALUE = 100  # characters of an environment value that show prints
 
 
 def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def _outcome(name: str) -> Text:
+    outcome = Outcome(name)
+    return Text(f"{outcome.mark} {outcome}", outcome.style)
 
 
 def runs_table(runs: list[dict[str, Any]], console: Console) -> None:
@@ -24,7 +31,7 @@ def runs_table(runs: list[dict[str, Any]], console: Console) -> None:
     for column in ("run", "started", "kind", "name", "host", "server", "outcome", "cause", "took", "config id"):
         table.add_column(column, no_wrap=column not in ("name",))
     for r in runs:
-        outcome = Text(f"{MARK[r['outcome']]} {r['outcome']}", STYLE[r["outcome"]])
+        outcome = _outcome(r["outcome"])
         took = f"{r['elapsed']:.0f} s" if r.get("elapsed") else ""
         table.add_row(str(r["id"]), _when(r["started"]), r["kind"], r.get("name") or "", r.get("host") or "local",
                       r.get("server") or "", outcome, r.get("cause") or "", took, r.get("fingerprint") or "")
@@ -33,7 +40,7 @@ def runs_table(runs: list[dict[str, Any]], console: Console) -> None:
 
 def show(run: dict[str, Any], console: Console) -> None:
     head = Text(f"run {run['id']}  ", "bold")
-    head.append(f"{MARK[run['outcome']]} {run['outcome']}", STYLE[run["outcome"]])
+    head.append(_outcome(run["outcome"]))
     if run.get("cause"):
         head.append(f"  cause: {run['cause']}", "bold")
     console.print(head)
@@ -44,7 +51,7 @@ def show(run: dict[str, Any], console: Console) -> None:
         if value:
             console.print(Text(f"  {label}: ", "dim") + Text(str(value)), overflow="fold")
     if run.get("evidence"):
-        console.print(Text(f"  line {run['evidence']['lineno']}: ", "dim") + Text(run["evidence"]["line"]))
+        console.print(Text(f"  line {run['evidence']['lineno']}: ", "dim") + Text(printable(run["evidence"]["line"])))
     phases = {p: s for p, s in run["phases"].items() if p != "serving"}
     if phases:
         longest = max(phases.values()) or 1.0
@@ -59,11 +66,20 @@ def show(run: dict[str, Any], console: Console) -> None:
     if env.get("gpus"):
         console.print(Text("  gpus: ", "dim") + Text(f"{', '.join(env['gpus'])} (driver {env.get('driver')})"))
     if env.get("env"):
-        console.print(Text("  env: ", "dim") + Text(" ".join(f"{k}={v}" for k, v in env["env"].items())),
+        console.print(Text("  env: ", "dim") + Text(" ".join(f"{k}={_short(v)}" for k, v in env["env"].items())),
                       overflow="fold")
     if run["config"]:
         console.print(Text("  config: ", "dim") + Text(", ".join(f"{k}={v}" for k, v in run["config"].items())),
                       overflow="fold")
+
+
+def _short(value: object) -> str:
+    """An environment value short enough to read (CUDA images set NVIDIA_REQUIRE_CUDA to over 1,000
+    characters); show --json keeps it whole."""
+    text = str(value)
+    if len(text) <= MAX_ENV_VALUE:
+        return text
+    return f"{text[:MAX_ENV_VALUE - 20]}… ({len(text)} characters)"
 
 
 def diff(a: int, b: int, changes: list[dict[str, Any]], console: Console) -> None:
@@ -103,7 +119,7 @@ def bench_report(result: dict[str, Any], console: Console) -> None:
             console.print(f"{label + ':':<40}{fmt.format(m[key]):<10}")
     for name, title in (("ttft", "Time to First Token"), ("tpot", "Time per Output Token (excl. 1st token)"),
                         ("itl", "Inter-token Latency"), ("e2el", "End-to-end Latency")):
-        console.print(Text("{s:-^50}".format(s=title), "bold"))
+        console.print(Text(f"{title:-^50}", "bold"))
         for key in sorted(k for k in m if k.endswith(f"_{name}_ms")):
             stat = key.split("_")[0]
             label = {"mean": "Mean", "median": "Median", "std": "Std"}.get(stat, stat.upper())
@@ -128,7 +144,8 @@ def bench_report(result: dict[str, Any], console: Console) -> None:
     if m.get("input_tokens_by"):
         console.print(Text(f"input lengths: {m['input_tokens_by']}", "dim"))
     health = result["health"]
-    rate = (f" · sent {health['achieved_rate']:.1f} req/s of {health.get('drawn_rate', health['target_rate']):.1f} drawn "
+    drawn = health.get("drawn_rate", health.get("target_rate"))
+    rate = (f" · sent {health['achieved_rate']:.1f} req/s of {drawn:.1f} drawn "
             f"({health['target_rate']:g} asked)" if health.get("target_rate") else "")
     console.print(Text(f"client: {100 * health['client_cpu']:.0f}% of a core · event-loop lag p99 "
                        f"{health['loop_lag_p99_ms']:.1f} ms · socket read lag p99 "

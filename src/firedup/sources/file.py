@@ -4,6 +4,24 @@ and truncation, never read a byte twice."""
 from __future__ import annotations
 
 import os
+from typing import BinaryIO
+
+
+def keep_previous(path: str | os.PathLike) -> str | None:
+    """Make way for a fresh log at ``path``: a previous one that is not empty
+    becomes NAME.1.log (replacing an older NAME.1.log), so that a new start
+    never reads as the one before. Returns where it went (None: nothing to keep).
+    Standard library only: the remote agent does the same for a remote launch."""
+    path = os.fspath(path)
+    try:
+        if os.path.getsize(path) == 0:
+            return None
+    except OSError:  # no log yet
+        return None
+    stem, ext = os.path.splitext(path)
+    previous = f"{stem}.1{ext}"
+    os.replace(path, previous)
+    return previous
 
 
 class FileFollower:
@@ -13,7 +31,7 @@ class FileFollower:
         """Follow ``path`` from byte ``offset`` of the file it names now (0: the whole file)."""
         self.path = os.fspath(path)
         self.start_offset = offset
-        self._f = None
+        self._f: BinaryIO | None = None
         self._ino: tuple[int, int] | None = None
         self.offset = 0
         self.rotations = 0
@@ -47,6 +65,7 @@ class FileFollower:
             st = os.stat(self.path)
         except FileNotFoundError:
             return b"".join(out)  # moved away: keep reading the old file until it reappears
+        assert self._f is not None
         if (st.st_dev, st.st_ino) != self._ino:
             self._f.close()
             self._f = None
@@ -60,6 +79,7 @@ class FileFollower:
         return b"".join(out)
 
     def _drain(self) -> bytes:
+        assert self._f is not None
         parts = []
         while True:
             chunk = self._f.read(self.CHUNK)

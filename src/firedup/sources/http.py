@@ -6,13 +6,13 @@ With ``generate``, a healthy server is also asked for a one-token completion
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import os
 import queue
+import socket
 import threading
 import time
-import ipaddress
-import socket
 from urllib.parse import urlsplit
 
 import psutil
@@ -21,7 +21,7 @@ import psutil
 def is_local(host: str) -> bool:
     """Whether ``host`` names this machine (loopback, or one of its addresses)."""
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
     except OSError:
         return False
     mine = {a.address.split("%")[0] for nics in psutil.net_if_addrs().values() for a in nics}
@@ -34,7 +34,7 @@ def address_of(host: str | None) -> str | None:
     if not host:
         return None
     try:
-        return socket.getaddrinfo(host.strip("[]"), None)[0][4][0].split("%")[0]
+        return str(socket.getaddrinfo(host.strip("[]"), None)[0][4][0]).split("%")[0]
     except (OSError, IndexError):
         return None
 

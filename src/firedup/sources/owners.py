@@ -9,12 +9,13 @@ tree; ``launch`` refuses a port someone already listens on.
 Only what this user may read is seen: another user's processes, another
 network namespace (a container) or another host are not, and callers say so.
 
-Standard library only, no ``from __future__``: the remote agent runs this file
-too, under the host's own python3 (see ``ssh._agent_source``).
+Standard library only: the remote agent imports this module too, under the
+host's own python3 (see ``ssh.AGENT_MODULES``).
 """
 
 import ipaddress
 import os
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 _LISTEN = "0A"  # TCP state in /proc/net/tcp
@@ -74,7 +75,7 @@ def _writes(pid: int, fd: str) -> bool:
     return False
 
 
-def writers(path: str, exclude: set[int] = frozenset()) -> list[int]:
+def writers(path: str, exclude: AbstractSet[int] = frozenset()) -> list[int]:
     """The processes that have ``path`` open for writing, outermost first: the
     one whose parent is not itself a writer (a server and the workers that
     inherited its stdout), then the others. ``exclude``: processes not to
@@ -183,10 +184,11 @@ def tree(pid: int) -> set[int]:
 
 def lineage(pid: int) -> set[int]:
     """``pid`` and its ancestors."""
-    out = set()
-    while pid and pid not in out:
-        out.add(pid)
-        pid = _parent(pid)
+    out: set[int] = set()
+    current: int | None = pid
+    while current and current not in out:
+        out.add(current)
+        current = _parent(current)
     return out
 
 

@@ -1,18 +1,13 @@
 """Start a server in its own session with its output going straight to a log
 file (not through a pipe into firedup: firedup exiting never blocks, kills or
-loses output of the server), watch it exit, and stop its whole process group."""
+loses output of the server) and watch it exit. Its process group is stopped
+by ``pgroup``."""
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
-
-import psutil
-
-KILL_WAIT = 5.0  # how long to wait for the kernel to take SIGKILLed processes away
 
 
 def start(argv: Sequence[str], log_path: str | os.PathLike, env: Mapping[str, str] | None = None,
@@ -60,50 +55,6 @@ class ExitWatch:
 def _exit_code_unknown() -> int:
     # A process that is not our child: it ended, but its exit status went to its parent.
     return -255
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group still runs (zombies waiting for their
-    parent to reap them do not count)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return False
-
-
-def stop_group(pgid: int, grace: float = 15.0, popen: subprocess.Popen | None = None) -> str:
-    """SIGTERM the process group, SIGKILL what is left after ``grace`` seconds
-    (vLLM can ignore SIGTERM for more than 10 s). Returns how it ended."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return "gone"
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if popen is not None:
-            popen.poll()
-        if not group_alive(pgid):
-            return "terminated"
-        time.sleep(0.05)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return "terminated"
-    deadline = time.monotonic() + KILL_WAIT
-    while group_alive(pgid) and time.monotonic() < deadline:
-        if popen is not None:
-            popen.poll()
-        time.sleep(0.02)
-    return "killed"
 
 
 def pid_exists(pid: int) -> bool:

@@ -26,7 +26,8 @@ class TreeSampler:
             procs = [root, *root.children(recursive=True)]
         except psutil.Error:
             return None
-        rss = read = write = cpu = 0
+        rss = read = write = 0
+        cpu = 0.0
         pids = []
         for p in procs:
             try:

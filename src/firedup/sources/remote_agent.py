@@ -4,6 +4,11 @@ byte offset like tail -F, reports the watched process tree's liveness and
 activity, probes the server's health endpoint from the remote side, and can
 launch the server (detached, so that it survives the connection) and stop it.
 
+It is shipped as modules, not pasted text: ``ssh.agent_command`` sends this
+module and the few it imports (``owners``, ``pgroup``, the environment
+snapshot), compressed, on the ssh command line; a small bootstrap imports them
+from there on the host and calls ``main``.
+
 Output: one record a line, "<kind> <payload>":
   O <inode> <offset>     the log is open at this inode, data follows from offset
   L <base64>             log bytes
@@ -18,6 +23,9 @@ Output: one record a line, "<kind> <payload>":
   T                      heartbeat (every 2 s)
 Input: "K <grace>" stops the launched (or watched) process group.
 
+Stop mode ({"stop": pgid, "grace": s}, for ``firedup stop``): stops that
+process group and prints how it ended (gone, terminated, killed).
+
 Hub mode ({"hub": true}: a Slurm job through its login node) carries the
 scheduler's commands and every log of the job on the same connection.
 Input:
@@ -28,11 +36,12 @@ Output: O, L, E and H as above, tagged "<kind> <i> <payload>"; T; and
   R <n> <json>           command n ended {"rc": int | null (timed out), "stdout", "stderr"}
 """
 
+from __future__ import annotations
+
 import base64
 import json
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -41,6 +50,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from ..ledger.environment import snapshot
+from .file import keep_previous
+from .owners import command_of, listeners, listening_inodes, ownership, tree, writers
+from .pgroup import stop_group
 
 POLL = 0.02
 CHUNK = 1 << 20
@@ -168,23 +182,11 @@ def port_of(url):
 def find_writer(path, report):
     """The outermost process writing the log, reported to firedup (a W record);
     a search that finds none is reported only when ``report``."""
-    found = writers(path)  # noqa: F821 - owners.py is sent before this file
+    found = writers(path)
     pid = found[0] if found else None
     if pid or report:
-        emit("W", json.dumps({"pid": pid, "command": command_of(pid)} if pid else {}))  # noqa: F821
+        emit("W", json.dumps({"pid": pid, "command": command_of(pid)} if pid else {}))
     return pid
-
-
-def stop(pgid, grace):
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-        deadline = time.time() + grace
-        while time.time() < deadline:
-            os.killpg(pgid, 0)
-            time.sleep(0.05)
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def run_command(n, request):
@@ -239,24 +241,29 @@ def hub():
                 threading.Thread(target=run_command, args=(tag, json.loads(payload)), daemon=True).start()
 
 
-def main():
-    args = json.loads(base64.b64decode(sys.argv[1]))
+def main(encoded: str) -> int:
+    """Run as the base64 JSON arguments ``encoded`` say; the exit status."""
+    args = json.loads(base64.b64decode(encoded))
     if args.get("hub"):
         return hub()
+    if args.get("stop"):
+        print(stop_group(args["stop"], args["grace"]), flush=True)
+        return 0
     path = args.get("path")
     pid, child = args.get("pid"), None
     if args.get("snapshot"):
-        emit("V", json.dumps(snapshot(args["snapshot"])))  # noqa: F821 - defined by environment.py, sent first
+        emit("V", json.dumps(snapshot(args["snapshot"])))
     port, address = port_of(args["url"]) if args.get("url") else (None, None)
     before, owners_seen = None, {}
     if args.get("launch"):
-        holders = listeners(port, address) if port else []  # noqa: F821 - owners.py is sent before this file
+        holders = listeners(port, address) if port else []
         if holders and args.get("port_check", True):
             emit("B", json.dumps({"port": port, "holders": [h.describe() for h in holders]}))
             return 0
         before = {h.inode for h in holders}
         path = os.path.expanduser(path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        keep_previous(path)  # as a local launch: a fresh log, the one before is NAME.1.log
         with open(path, "ab") as log:
             child = subprocess.Popen(args["launch"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True, cwd=os.path.expanduser("~"))
@@ -294,9 +301,9 @@ def main():
             last_probe = now
             result = {"status": probe(args["url"])}
             if result["status"] is not None and port:
-                key = frozenset(listening_inodes(port, address))  # noqa: F821 - owners.py is sent before this file
+                key = frozenset(listening_inodes(port, address))
                 if key not in owners_seen:  # the fds of every process are read once per set of sockets
-                    owner, holders = ownership(port, pid, before, address)  # noqa: F821
+                    owner, holders = ownership(port, pid, before, address)
                     owners_seen[key] = {"owner": owner, "holder": ", ".join(h.describe() for h in holders) or None}
                 result.update(owners_seen[key])
             emit("H", json.dumps(result))
@@ -309,7 +316,4 @@ def main():
             if not command:
                 return 0  # firedup went away; a launched server stays
             if command.startswith("K") and pid:
-                stop(pid, float(command.split()[1]))
-
-
-sys.exit(main())
+                stop_group(pid, float(command.split()[1]), reap=child.poll if child is not None else None)

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import rules, runs
-from ..diagnose import InputError
+from .. import registry, rules
+from .._exceptions import InputError, SlurmError
 from ..signals import Signal
 from .ssh import REMOTE_STATE, Channel, Host, TailSource
 
@@ -45,10 +45,6 @@ SQUEUE_FORMAT = "%i|%T|%r|%N|%P|%l|%j"
 SACCT_FIELDS = "JobID,State,ExitCode,DerivedExitCode,NodeList,Elapsed,MaxRSS,Partition"
 # How long sacct may lag behind squeue for a job that just ended.
 SACCT_WAIT = 5.0
-
-
-class SlurmError(Exception):
-    """A Slurm command failed; the message is its own."""
 
 
 class Commands:
@@ -80,7 +76,7 @@ class Commands:
         return out.returncode, out.stdout, out.stderr
 
     def default_folder(self) -> str:
-        return str(runs.state_dir() / "logs")
+        return str(registry.state_dir() / "logs")
 
     def follow(self, path: str) -> TailSource | None:
         """A source for a log of the job that is not on this machine (None: read it here)."""

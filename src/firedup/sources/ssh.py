@@ -17,19 +17,19 @@ import shlex
 import subprocess
 import threading
 import time
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
+from .._exceptions import InputError, SSHError
+
 BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
-# Extra arguments for every ssh call (e.g. "-F /path/config"), as DESIGN.md names it.
+# Extra arguments for every ssh call (e.g. "-F /path/config"), as docs/contract.md names it.
 SSH_ARGS_ENV = "FIREDUP_SSH_ARGS"
 REMOTE_STATE = "~/.local/state/firedup"
-
-
-class SSHError(Exception):
-    """ssh could not reach or log in to the host (not worth retrying)."""
 
 
 class PortTaken(Exception):
@@ -51,7 +51,7 @@ class Host:
     def parse(cls, text: str) -> Host:
         m = re.fullmatch(r"(?:([^@/:\s]+)@)?(\[[^\]]+\]|[^@/:\s]+)(?::(\d+))?", text)
         if not m:
-            raise ValueError(f"not a host: {text!r} (expected [user@]host[:port])")
+            raise InputError(f"not a host: {text!r} (expected [user@]host[:port])")
         return cls(m.group(1), m.group(2).strip("[]"), int(m.group(3)) if m.group(3) else None)
 
     def __str__(self) -> str:
@@ -64,12 +64,12 @@ def parse_target(target: str) -> tuple[Host, str] | None:
         return None
     parts = urlsplit(target)
     if not parts.hostname or not parts.path or parts.path == "/":
-        raise ValueError(f"not a remote log: {target!r} (expected ssh://[user@]host[:port]/abs/path)")
+        raise InputError(f"not a remote log: {target!r} (expected ssh://[user@]host[:port]/abs/path)")
     netloc = parts.netloc
     return Host.parse(netloc), parts.path
 
 
-def ssh_command(host: Host, remote: list[str], extra: list[str] = ()) -> list[str]:
+def ssh_command(host: Host, remote: list[str], extra: Sequence[str] = ()) -> list[str]:
     argv = ["ssh", *shlex.split(os.environ.get(SSH_ARGS_ENV, "")), *extra,
             "-o", "BatchMode=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
     if host.port:
@@ -78,27 +78,67 @@ def ssh_command(host: Host, remote: list[str], extra: list[str] = ()) -> list[st
     return argv + [shlex.join(remote)]
 
 
-def _agent_source() -> str:
-    """The remote program: the environment snapshot's functions, who holds a
-    file or port, then the agent."""
-    here = resources.files(__package__)
-    snapshot = resources.files("firedup.ledger").joinpath("environment.py").read_text("utf-8")
-    return "\n".join((snapshot, here.joinpath("owners.py").read_text("utf-8"),
-                      here.joinpath("remote_agent.py").read_text("utf-8")))
+# The remote side: these modules (standard library only) are sent, compressed, on
+# the ssh command line, and imported there from memory by _BOOTSTRAP; no file is
+# written on the host and no second connection is made.
+AGENT_MODULES = ("firedup.sources.remote_agent", "firedup.sources.owners", "firedup.sources.pgroup",
+                 "firedup.sources.file", "firedup.ledger.environment")
+_BOOTSTRAP = """\
+import base64, importlib.abc, importlib.util, json, linecache, sys, zlib
+SOURCES = json.loads(zlib.decompress(base64.b64decode(sys.argv[1])))
+class Shipped(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name in SOURCES:
+            return importlib.util.spec_from_loader(name, self, origin=SOURCES[name][0], is_package=SOURCES[name][1])
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        origin, _, text = SOURCES[module.__name__]
+        linecache.cache[origin] = (len(text), None, text.splitlines(True), origin)
+        exec(compile(text, origin, "exec"), module.__dict__)
+sys.meta_path.insert(0, Shipped())
+from firedup.sources.remote_agent import main
+sys.exit(main(sys.argv[2]))
+"""
 
 
-def _start_agent(host: Host, args: dict[str, Any], ssh_args: list[str]) -> subprocess.Popen:
-    """ssh to the host, running the agent (sent on the command line) with these arguments."""
-    bootstrap = f"import base64,sys;exec(base64.b64decode({base64.b64encode(_agent_source().encode()).decode()!r}))"
+def _agent_sources() -> str:
+    """The agent's modules and the packages above them (empty there: the
+    remote side needs none of firedup's own imports), compressed."""
+    sources: dict[str, tuple[str, bool, str]] = {}
+    for name in AGENT_MODULES:
+        parts = name.split(".")
+        for i in range(1, len(parts)):
+            package = ".".join(parts[:i])
+            sources.setdefault(package, (f"<firedup agent>/{package.replace('.', '/')}/__init__.py", True, ""))
+        package, _, module = name.rpartition(".")
+        text = resources.files(package).joinpath(f"{module}.py").read_text("utf-8")
+        sources[name] = (f"<firedup agent>/{name.replace('.', '/')}.py", False, text)
+    return base64.b64encode(zlib.compress(json.dumps(sources).encode(), 9)).decode()
+
+
+def agent_command(host: Host, args: dict[str, Any], ssh_args: Sequence[str] = ()) -> list[str]:
+    """The ssh command that runs the agent on ``host`` with these arguments."""
     encoded = base64.b64encode(json.dumps(args).encode()).decode()
-    return subprocess.Popen(ssh_command(host, ["python3", "-c", bootstrap, encoded], ssh_args),
+    return ssh_command(host, ["python3", "-c", _BOOTSTRAP, _agent_sources(), encoded], list(ssh_args))
+
+
+def _start_agent(host: Host, args: dict[str, Any], ssh_args: Sequence[str]) -> subprocess.Popen[bytes]:
+    """ssh to the host, running the agent with these arguments."""
+    return subprocess.Popen(agent_command(host, args, ssh_args),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _hang_up(proc: subprocess.Popen) -> None:
+def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes], IO[bytes]]:
+    """An agent's stdin, stdout and stderr (it is always started with all three)."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    return proc.stdin, proc.stdout, proc.stderr
+
+
+def _hang_up(proc: subprocess.Popen[bytes]) -> None:
     """End an agent's connection: the agent ends when its stdin does; killed if it does not."""
     try:
-        proc.stdin.close()
+        _pipes(proc)[0].close()
         proc.wait(timeout=3)
     except (OSError, subprocess.TimeoutExpired):
         proc.kill()
@@ -124,7 +164,7 @@ class RemoteSource:
     ("exit", code), ("probe", dict), ("started", pid), ("error", message)."""
 
     def __init__(self, host: Host, path: str, *, pid: int | None = None, url: str | None = None,
-                 launch: list[str] | None = None, ssh_args: list[str] = (), clock=time.monotonic,
+                 launch: list[str] | None = None, ssh_args: Sequence[str] = (), clock=time.monotonic,
                  snapshot: bool = False, port_check: bool = True):
         self.host = host
         self.port_check = port_check
@@ -159,12 +199,12 @@ class RemoteSource:
 
     def connect(self) -> None:
         self._proc = _start_agent(self.host, self._args(), self.ssh_args)
-        os.set_blocking(self._proc.stdout.fileno(), False)
+        os.set_blocking(_pipes(self._proc)[1].fileno(), False)
         self._buf = b""
         self.connects += 1
 
     def fileno(self) -> int:
-        return self._proc.stdout.fileno() if self._proc is not None else -1
+        return _pipes(self._proc)[1].fileno() if self._proc is not None else -1
 
     @property
     def connected(self) -> bool:
@@ -179,9 +219,9 @@ class RemoteSource:
             self._proc = None
 
     def _close_pipes(self) -> None:
-        for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        assert self._proc is not None
+        for pipe in _pipes(self._proc):
+            pipe.close()
 
     def stop_server(self, grace: float) -> None:
         if self._proc is not None and self._proc.stdin is not None:
@@ -208,7 +248,7 @@ class RemoteSource:
             return []
         out: list[tuple[str, Any]] = []
         try:
-            data = self._proc.stdout.read()
+            data = _pipes(self._proc)[1].read()
         except (BlockingIOError, ValueError):
             data = None
         if data:
@@ -218,7 +258,7 @@ class RemoteSource:
                 self._record(line, out)
         elif data == b"":  # the connection ended
             self._proc.wait()
-            stderr = self._proc.stderr.read().decode(errors="replace")
+            stderr = _pipes(self._proc)[2].read().decode(errors="replace")
             self._close_pipes()
             self._proc = None
             problem = _classify(stderr, self.host)
@@ -274,7 +314,7 @@ class Channel:
     resume at their offsets, commands in flight are asked again, except an
     sbatch, which fails rather than risk submitting the job twice."""
 
-    def __init__(self, host: Host, ssh_args: list[str] = ()):
+    def __init__(self, host: Host, ssh_args: Sequence[str] = ()):
         self.host = host
         self.ssh_args = list(ssh_args)
         self.connects = 0
@@ -288,15 +328,16 @@ class Channel:
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
-    def _connect(self) -> subprocess.Popen:
+    def _connect(self) -> subprocess.Popen[bytes]:
         proc = _start_agent(self.host, {"hub": True}, self.ssh_args)
         self.connects += 1
         return proc
 
     def _send(self, line: str) -> None:
         try:
-            self._proc.stdin.write(line.encode() + b"\n")
-            self._proc.stdin.flush()
+            stdin = _pipes(self._proc)[0]
+            stdin.write(line.encode() + b"\n")
+            stdin.flush()
         except (OSError, ValueError):
             pass  # the connection dropped: the reader re-opens it and sends again
 
@@ -315,7 +356,9 @@ class Channel:
             raise SSHError(f"{self.host} did not answer {argv[0]} in {timeout + 30:.0f} s")
         if call.error:
             raise SSHError(call.error)
-        return call.reply["rc"], call.reply["stdout"], call.reply["stderr"]
+        reply = call.reply
+        assert reply is not None
+        return reply["rc"], reply["stdout"], reply["stderr"]
 
     def follow(self, path: str) -> TailSource:
         with self._lock:
@@ -338,11 +381,11 @@ class Channel:
     def _read(self) -> None:
         attempt, received = 0, False
         while True:
-            for line in self._proc.stdout:
+            for line in _pipes(self._proc)[1]:
                 received, attempt = True, 0
                 self._record(line.rstrip(b"\n"))
             self._proc.wait()
-            stderr = self._proc.stderr.read().decode(errors="replace")
+            stderr = _pipes(self._proc)[2].read().decode(errors="replace")
             if self._closing:
                 return
             problem = _classify(stderr, self.host)

@@ -1,4 +1,4 @@
-"""Parse the effective configuration servers print: SGLang's ``ServerArgs(k=v, ...)``,
+"""The configuration a server printed at start-up (not firedup's own): SGLang's ``ServerArgs(k=v, ...)``,
 vLLM's ``{'k': v}`` and ``k=v, ...`` engine config, TGI's ``Args { k: v, ... }``
 (on one line or pretty-printed over many),
 and ``k = v | k = v`` lists."""

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
+from ._exceptions import InputError
 from .engine import Engine
 from .judge import Judge, Verdict
+from .ledger.memory import Memory
+from .ledger.store import Ledger
 
 CHUNK = 4 << 20
-
-
-class InputError(Exception):
-    """The log cannot be read."""
 
 
 def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | None = None) -> Verdict:
@@ -41,10 +40,20 @@ def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | No
     return judge.finish()
 
 
-def diagnose(source: str | os.PathLike | BinaryIO, server: str | None = None) -> Verdict:
-    """Diagnose a log file (a path, ``"-"`` for standard input, or an open binary file)."""
+def diagnose(source: str | os.PathLike | BinaryIO, server: str | None = None, ledger: Ledger | None = None) -> Verdict:
+    """Diagnose a log file (a path, ``"-"`` for standard input, or an open binary
+    file). ``ledger``: also write the run there (the verdict then carries its ``run_id``)."""
+    verdict = _read(source, server)
+    if ledger is None:
+        return verdict
+    log = None if hasattr(source, "read") or str(source) == "-" else os.path.abspath(source)
+    memory = Memory(ledger, verdict.server, [], None)
+    return memory.remember(verdict, kind="diagnose", name=None, environment=None, log=log)
+
+
+def _read(source: str | os.PathLike | BinaryIO, server: str | None) -> Verdict:
     if hasattr(source, "read"):
-        return diagnose_stream(source, server)
+        return diagnose_stream(cast(BinaryIO, source), server)
     if str(source) == "-":
         return diagnose_stream(sys.stdin.buffer, server)
     name = os.fspath(source)

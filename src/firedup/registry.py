@@ -1,5 +1,6 @@
-"""Servers started by ``firedup launch``: where their logs go, and the record
-``firedup ps`` and ``firedup stop`` read (one JSON file per run)."""
+"""The registry of servers started by ``firedup launch``: where their logs go,
+and the record ``firedup ps`` and ``firedup stop`` read (one JSON file per
+server name). Not the run history: that is the ledger (``firedup.ledger``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import psutil
 
+from ._exceptions import InputError
+
 
 def state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
@@ -19,7 +22,7 @@ def state_dir() -> Path:
 
 
 @dataclass
-class Run:
+class Record:
     name: str
     pid: int
     argv: list[str]
@@ -32,14 +35,14 @@ class Run:
     job: str | None = None  # a Slurm job id, for a server launched with --slurm
 
     @property
-    def record(self) -> Path:
+    def path(self) -> Path:
         return state_dir() / "runs" / f"{self.name}.json"
 
     def save(self) -> None:
-        self.record.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.record.with_suffix(".tmp")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=1))
-        os.replace(tmp, self.record)
+        os.replace(tmp, self.path)
 
     def alive(self) -> bool | None:
         """Whether it still runs (None: on a remote host, not asked)."""
@@ -57,21 +60,21 @@ def default_name(argv: list[str], server: str | None) -> str:
     return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def load(name: str) -> Run:
+def load(name: str) -> Record:
     path = state_dir() / "runs" / f"{name}.json"
     try:
-        return Run(**json.loads(path.read_text()))
+        return Record(**json.loads(path.read_text()))
     except FileNotFoundError:
-        raise LookupError(f"no launched server named {name!r} (see firedup ps)") from None
+        raise InputError(f"no launched server named {name!r} (see firedup ps)") from None
     except (ValueError, TypeError) as e:
-        raise LookupError(f"unreadable run record {path}: {e}") from None
+        raise InputError(f"unreadable run record {path}: {e}") from None
 
 
-def all_runs() -> list[Run]:
+def records() -> list[Record]:
     out = []
     for path in sorted((state_dir() / "runs").glob("*.json")):
         try:
-            out.append(Run(**json.loads(path.read_text())))
+            out.append(Record(**json.loads(path.read_text())))
         except (OSError, ValueError, TypeError):
             continue
     return out

@@ -13,35 +13,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ._exceptions import ServerError
+from ._launch import start_and_watch
+from .defaults import STALL, STOP_GRACE
 from .judge import Verdict
-from .launch import STOP_GRACE, start_and_watch
-from .sources import process
-
-
-class ServerError(Exception):
-    """The server did not become ready; ``verdict`` says why."""
-
-    def __init__(self, verdict: Verdict, log: str):
-        self.verdict = verdict
-        self.log = log
-        where = f" (line {verdict.evidence['lineno']}: {verdict.evidence['line']})" if verdict.evidence else ""
-        super().__init__(f"server {verdict.outcome}" + (f": {verdict.cause}" if verdict.cause else "")
-                         + where + f"; log: {log}")
-
-
-class ServerFailed(ServerError):
-    pass
-
-
-class ServerStalled(ServerError):
-    pass
-
-
-class ServerTimeout(ServerError):
-    pass
-
-
-_ERRORS = {"failed": ServerFailed, "stalled": ServerStalled, "timeout": ServerTimeout}
+from .sources import pgroup
 
 
 @dataclass
@@ -53,12 +29,12 @@ class Server:
     verdict: Verdict
 
     def stop(self, grace: float = STOP_GRACE) -> str:
-        return process.stop_group(self.pid, grace)
+        return pgroup.stop_group(self.pid, grace)
 
 
 @contextmanager
 def launch(argv: Sequence[str], *, name: str | None = None, server: str | None = None,
-           log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = 300.0,
+           log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = STALL,
            timeout: float | None = None, env: Mapping[str, str] | None = None,
            stop_grace: float = STOP_GRACE) -> Iterator[Server]:
     """Start a server, wait until it is ready, yield it, stop it afterwards."""
@@ -66,8 +42,9 @@ def launch(argv: Sequence[str], *, name: str | None = None, server: str | None =
                                timeout=timeout, kill_on_stall=True, env=env, stop_grace=stop_grace)
     if launched.verdict.outcome != "ready":
         launched.stop(stop_grace)
-        raise _ERRORS[launched.verdict.outcome](launched.verdict, launched.run.log)
-    handle = Server(launched.run.name, launched.run.pid, launched.run.url, launched.run.log, launched.verdict)
+        raise ServerError.of(launched.verdict, launched.record.log)
+    record = launched.record
+    handle = Server(record.name, record.pid, record.url, record.log, launched.verdict)
     try:
         yield handle
     finally:

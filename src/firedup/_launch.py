@@ -10,22 +10,26 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import psutil
 
-from . import rules, runs
+from . import registry, rules
+from ._exceptions import InputError, SSHError
+from ._outcome import Outcome
+from .defaults import GRACE, STALL, STOP_GRACE
 from .judge import Verdict
 from .ledger import environment
 from .ledger.memory import Memory
 from .ledger.store import Ledger
-from .sources import owners, process, ssh
+from .sinks import Sink
+from .sources import owners, pgroup, process, ssh
+from .sources.file import FileFollower, keep_previous
 from .sources.http import address_of, is_local
 from .sources.process import ExitWatch
 from .watch import Watch
 
-STOP_GRACE = 15.0
 _LOCAL = {"", "0.0.0.0", "::", "[::]", "localhost"}
 
 
@@ -74,21 +78,41 @@ class _Background:
 
 @dataclass
 class Launched:
-    run: runs.Run
-    popen: Any  # None: refused before it started (its port was taken)
+    record: registry.Record
+    popen: subprocess.Popen | None  # None: not started here (its port was taken; on another host)
     verdict: Verdict
     note: str | None = None
     offset: int = 0  # how far into the log the watch read
 
     @property
     def pgid(self) -> int:
-        return self.run.pid  # start_new_session: the server leads its own group
+        return self.record.pid  # start_new_session: the server leads its own group
 
     def stop(self, grace: float = STOP_GRACE) -> str | None:
         """Stop what is left of the server's process group (None: nothing ran)."""
-        if self.popen is None or not process.group_alive(self.pgid):
+        if self.popen is None or not pgroup.group_alive(self.pgid):
             return None
-        return process.stop_group(self.pgid, grace, self.popen)
+        return pgroup.stop_group(self.pgid, grace, self.popen.poll)
+
+
+def attach(launched: Launched, out: BinaryIO) -> tuple[int, str | None]:
+    """Stream the log of a ready server to ``out`` until it exits: (0 or 1 as
+    it exited, None); Ctrl-C stops it: (0, how it stopped)."""
+    assert launched.popen is not None
+    follower = FileFollower(launched.record.log, launched.offset)
+    try:
+        while True:
+            running = launched.popen.poll() is None
+            data = follower.read()
+            if data:
+                out.write(data)
+                out.flush()
+            if not running:
+                break
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        return 0, pgroup.stop_group(launched.pgid, STOP_GRACE, launched.popen.poll)
+    return (0 if launched.popen.returncode == 0 else 1), None
 
 
 def port_of(url: str | None) -> int | None:
@@ -104,7 +128,7 @@ def held_by(holder: owners.Holder) -> str:
     """The holder of a port, by its firedup run name when it is one of ours."""
     if holder.pid is not None:
         lineage = owners.lineage(holder.pid)
-        for run in runs.all_runs():
+        for run in registry.records():
             if run.pid in lineage and run.alive():
                 return f"{holder.describe()}, firedup run {run.name!r} (firedup stop {run.name})"
     return holder.describe()
@@ -115,7 +139,7 @@ def port_taken(port: int, holders: list[str], family: str | None) -> Verdict:
     rule = next(r for r in rules.load().packs["generic"].rules if r.cause == "port_in_use")
     who = "; ".join(holders)
     return Verdict(
-        outcome="failed", cause="port_in_use", server=family, phase=None,
+        outcome=Outcome.FAILED, cause="port_in_use", server=family, phase=None,
         evidence={"line": f"port {port} is already listened on by {who}", "lineno": None},
         explanation=f"Port {port} is taken before the server starts: it could not bind, and a health check would "
                     f"have reached the server already there. {rule.explanation}",
@@ -124,10 +148,15 @@ def port_taken(port: int, holders: list[str], family: str | None) -> Verdict:
     )
 
 
+def _decided(verdict: Verdict | None) -> Verdict:
+    assert verdict is not None  # a watch without a cancel event always decides
+    return verdict
+
+
 def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str | None = None,
-                    log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = 300.0,
-                    timeout: float | None = None, grace: float = 30.0, kill_on_stall: bool = False,
-                    env: Mapping[str, str] | None = None, sinks: Sequence[Any] = (),
+                    log: str | os.PathLike | None = None, url: str | None = None, stall: float | None = STALL,
+                    timeout: float | None = None, grace: float = GRACE, kill_on_stall: bool = False,
+                    env: Mapping[str, str] | None = None, sinks: Sequence[Sink] = (),
                     stop_grace: float = STOP_GRACE, probe_generate: bool = False,
                     ledger: Ledger | None = None, port_check: bool = True) -> Launched:
     """Start ``argv`` detached, watch it to a verdict, and stop it unless it is
@@ -138,69 +167,76 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     socket that was there before still never counts as this server's)."""
     argv = list(argv)
     family = server or rules.load().detect_command(argv)
-    name = name or runs.default_name(argv, family)
+    name = name or registry.default_name(argv, family)
     try:
-        if runs.load(name).alive() is True:
-            raise ValueError(f"a server named {name!r} is still running (firedup stop {name})")
-    except LookupError:
-        pass
-    log_path = Path(log) if log else runs.state_dir() / "logs" / f"{name}.log"
+        running = registry.load(name).alive() is True
+    except InputError:  # none of that name, or an unreadable record
+        running = False
+    if running:
+        raise InputError(f"a server named {name!r} is still running (firedup stop {name})")
+    log_path = Path(log) if log else registry.state_dir() / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    offset = log_path.stat().st_size if log_path.exists() else 0
     url = url or derive_url(argv, family)
     memory = Memory(ledger, family, argv) if ledger is not None else None
     port = port_of(url)
     # Only a socket on the address the server binds (or a wildcard) is in its way.
     holders = owners.listeners(port, address_of(_flag(argv, "--host", "--hostname"))) if port else []
-    if holders and port_check:
+    if port and holders and port_check:
         verdict = port_taken(port, [held_by(h) for h in holders], family)
         if memory is not None:
-            memory.remember(verdict, kind="launch", name=name, log=str(log_path), environment=None)
-        run = runs.Run(name=name, pid=0, argv=argv, log=str(log_path), url=url, server=family,
+            verdict = memory.remember(verdict, kind="launch", name=name, log=str(log_path), environment=None)
+        run = registry.Record(name=name, pid=0, argv=argv, log=str(log_path), url=url, server=family,
                        started=time.time(), created=0.0)
         return Launched(run, None, verdict, "nothing was started")
-    popen = process.start(argv, log_path, env=env)
+    keep_previous(log_path)  # each start on a fresh log; the one before is NAME.1.log
+    try:
+        popen = process.start(argv, log_path, env=env)
+    except FileNotFoundError as e:
+        raise InputError(f"cannot start {argv[0]}: {e.strerror}") from None
     snapshot = _Background(environment.snapshot, argv, env if env is not None else os.environ)
     try:
         created = psutil.Process(popen.pid).create_time()
     except psutil.Error:
         created = 0.0
-    run = runs.Run(name=name, pid=popen.pid, argv=argv, log=str(log_path), url=url, server=family,
+    run = registry.Record(name=name, pid=popen.pid, argv=argv, log=str(log_path), url=url, server=family,
                    started=time.time(), created=created)
     run.save()
-    watch = Watch(log=str(log_path), offset=offset, server=family, exit_watch=ExitWatch(popen.pid, popen),
+    watch = Watch(log=str(log_path), server=family, exit_watch=ExitWatch(popen.pid, popen),
                   url=url, stall=stall, timeout=timeout, grace=grace, sinks=sinks, probe_generate=probe_generate,
                   stall_for=memory.stall_for(stall) if memory else None,
                   expect=memory.expectation() if memory else None, listening_before={h.inode for h in holders})
     try:
-        verdict = watch.run()
+        verdict = _decided(watch.run())
     except BaseException:  # Ctrl-C, or firedup itself failing: no orphans holding GPUs
-        process.stop_group(popen.pid, stop_grace, popen)
+        pgroup.stop_group(popen.pid, stop_grace, popen.poll)
         raise
     if memory is not None:
-        memory.remember(verdict, kind="launch", name=name, log=str(log_path), environment=snapshot.result())
+        verdict = memory.remember(verdict, kind="launch", name=name, log=str(log_path),
+                                  environment=snapshot.result())
     note = None
     if verdict.outcome == "ready":
-        note = f"running: pid {popen.pid}, log {log_path}; follow it with: tail -f {log_path}; stop it with: firedup stop {name}"
+        note = (f"running: pid {popen.pid}, log {log_path}; follow it with: tail -f {log_path}; "
+                f"stop it with: firedup stop {name}")
     elif verdict.outcome == "stalled" and not kill_on_stall:
         note = (f"left running for inspection: pid {popen.pid}, log {log_path}; "
                 f"stop it with: firedup stop {name}")
-    elif process.group_alive(popen.pid):
-        how = process.stop_group(popen.pid, stop_grace, popen)
+    elif pgroup.group_alive(popen.pid):
+        how = pgroup.stop_group(popen.pid, stop_grace, popen.poll)
         note = f"stopped the server's process group ({how})"
+    assert watch.follower is not None
     return Launched(run, popen, verdict, note, watch.follower.offset)
 
 
 def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None, server: str | None = None,
-                 url: str | None = None, stall: float | None = 300.0, timeout: float | None = None,
-                 grace: float = 30.0, kill_on_stall: bool = False, sinks: Sequence[Any] = (),
+                 url: str | None = None, stall: float | None = STALL, timeout: float | None = None,
+                 grace: float = GRACE, kill_on_stall: bool = False, sinks: Sequence[Sink] = (),
                  stop_grace: float = STOP_GRACE, ssh_args: Sequence[str] = (),
-                 ledger: Ledger | None = None, port_check: bool = True) -> tuple[runs.Run, Verdict, str]:
+                 ledger: Ledger | None = None, port_check: bool = True) -> Launched:
     """Start ``argv`` on ``host`` with setsid and its output in a remote log, so
     that it survives the SSH connection; watch it over that one connection."""
     argv = list(argv)
     family = server or rules.load().detect_command(argv)
-    name = name or runs.default_name(argv, family)
+    name = name or registry.default_name(argv, family)
     log = f"{ssh.REMOTE_STATE}/logs/{name}.log"
     url = url or derive_url(argv, family)
     health = rules.load().packs[family].health if family else "/health"
@@ -211,24 +247,25 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
                   stall_for=memory.stall_for(stall) if memory else None,
                   expect=memory.expectation() if memory else None)
     try:
-        verdict = watch.run()
+        verdict = _decided(watch.run())
     except ssh.PortTaken as taken:
         remote.close()
         verdict = port_taken(taken.port, taken.holders, family)
         if memory is not None:
-            memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=None)
-        run = runs.Run(name=name, pid=0, argv=argv, log=log, url=url, server=family, started=time.time(),
+            verdict = memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=None)
+        run = registry.Record(name=name, pid=0, argv=argv, log=log, url=url, server=family, started=time.time(),
                        created=0.0, host=str(host))
-        return run, verdict, f"nothing was started on {host}"
+        return Launched(run, None, verdict, f"nothing was started on {host}")
     except BaseException:
         remote.stop_server(stop_grace)
         remote.close()
         raise
-    run = runs.Run(name=name, pid=remote.pid or 0, argv=argv, log=log, url=url, server=family,
+    run = registry.Record(name=name, pid=remote.pid or 0, argv=argv, log=log, url=url, server=family,
                    started=time.time(), created=0.0, host=str(host))
     run.save()
     if memory is not None:
-        memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=watch.environment)
+        verdict = memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}",
+                                  environment=watch.environment)
     if verdict.outcome == "ready" or (verdict.outcome == "stalled" and not kill_on_stall):
         remote.disconnect()
         state = "running" if verdict.outcome == "ready" else "left running for inspection"
@@ -241,36 +278,15 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
             time.sleep(0.05)
         remote.close()
         note = f"stopped the server's process group on {host}"
-    return run, verdict, note
+    return Launched(run, None, verdict, note)
 
 
-_STOP_SCRIPT = """
-import os, signal, sys, time
-pgid, grace = int(sys.argv[1]), float(sys.argv[2])
-def alive():
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-if not alive():
-    print("gone"); sys.exit()
-os.killpg(pgid, signal.SIGTERM)
-deadline = time.time() + grace
-while time.time() < deadline:
-    if not alive():
-        print("terminated"); sys.exit()
-    time.sleep(0.1)
-os.killpg(pgid, signal.SIGKILL)
-print("killed")
-"""
-
-
-def stop_remote(run: runs.Run, grace: float, ssh_args: Sequence[str] = ()) -> str:
-    """SIGTERM, then SIGKILL after ``grace``, the remote server's process group."""
-    argv = ssh.ssh_command(ssh.Host.parse(run.host), ["python3", "-c", _STOP_SCRIPT, str(run.pid), str(grace)],
-                           list(ssh_args))
+def stop_remote(run: registry.Record, grace: float, ssh_args: Sequence[str] = ()) -> str:
+    """SIGTERM, then SIGKILL after ``grace``, the remote server's process group
+    (by the agent, over one SSH connection): gone, terminated or killed."""
+    assert run.host is not None
+    argv = ssh.agent_command(ssh.Host.parse(run.host), {"stop": run.pid, "grace": grace}, ssh_args)
     out = subprocess.run(argv, capture_output=True, text=True)
     if out.returncode != 0:
-        raise ssh.SSHError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"ssh exited {out.returncode}")
+        raise SSHError(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"ssh exited {out.returncode}")
     return out.stdout.strip()

@@ -1,0 +1,146 @@
+"""A benchmark as firedup's commands make it: the server found from a URL, a
+launched server's name or a ledger run; measured once or repeated; the
+repeats aggregated; the result recorded in the ledger; recorded runs compared."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import __version__, registry
+from .._exceptions import InputError
+from ..ledger.store import Ledger
+from . import metrics
+from .compare import MIN_EFFECT_PCT, aggregate, compare, workload_differences
+from .run import BenchResult, calibrate, served_model
+from .run import run as run_once
+from .workload import Workload
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How a server is measured, beside the workload (the options of ``firedup bench``)."""
+
+    repeat: int = 1  # times the workload is sent: the spread is the noise
+    model: str | None = None  # default: the launch's command line or configuration, else /v1/models
+    percentiles: Sequence[float] = (99,)
+    goodput: dict[str, float] | None = None  # SLOs in ms: ttft, tpot, e2el
+    api_key: str | None = None  # sent as a bearer token, never recorded
+    calibrate: bool = False  # against a zero-work server: the client's own ceiling
+
+
+@dataclass
+class Bench:
+    """A benchmark as recorded: the aggregated metrics, the last repeat's result, the ledger's run id."""
+
+    metrics: dict[str, Any]
+    result: BenchResult
+    run_id: int
+
+    @property
+    def valid(self) -> bool:
+        return self.result.valid
+
+
+@dataclass
+class Server:
+    """The server a benchmark measures: its URL, the launch the ledger
+    remembers of it, and the name it is recorded under."""
+
+    url: str
+    launch: dict[str, Any] | None = None
+    name: str | None = None
+    results: list[BenchResult] = field(default_factory=list)
+
+
+def resolve(ledger: Ledger, target: str | None) -> Server:
+    """A URL, a launched server's name or a ledger run id: the server to measure."""
+    if target is None:
+        raise InputError("bench needs the server's URL, a name from firedup ps, or a ledger run id")
+    if target.startswith(("http://", "https://")):
+        return Server(target)
+    name = target
+    if target.isdigit():
+        name = ledger.run(int(target))["name"]
+    record = registry.load(name)
+    if not record.url:
+        raise InputError(f"{name} has no known URL: pass it")
+    launches = ledger.find(name=name, kind="launch", limit=1)
+    return Server(record.url, launches[0] if launches else None, name)
+
+
+def model_for(measure: Measure, launch: dict[str, Any] | None) -> tuple[str | None, str]:
+    """--model, else the launch's recorded command line or configuration; else
+    (None) the benchmark asks /v1/models."""
+    if measure.model:
+        return measure.model, "--model"
+    found = served_model(launch.get("command") or [], launch.get("config") or {}) if launch else None
+    return found or (None, "")
+
+
+def measure(server: Server, workload: Workload, how: Measure, count: int,
+            on_result: Callable[[metrics.RequestResult], None] | None = None) -> list[BenchResult]:
+    """``count`` benchmarks of the server, one after the other (also kept on ``server.results``)."""
+    model, model_source = model_for(how, server.launch)
+    results = []
+    for _ in range(count):
+        kwargs: dict[str, Any] = {"model": model, "model_source": model_source, "percentiles": list(how.percentiles),
+                                  "goodput": how.goodput, "api_key": how.api_key, "on_result": on_result}
+        results.append(calibrate(workload, **kwargs) if how.calibrate else run_once(server.url, workload, **kwargs))
+    server.results += results
+    return results
+
+
+def aggregated(results: list[BenchResult], across_starts: bool) -> dict[str, Any]:
+    """One metrics dict from repeats: means, with each repeat kept, and what the noise covers."""
+    out = aggregate([{**r.metrics, "client": f"firedup {__version__}", "model": r.model,
+                      "model_source": r.model_source,
+                      "health": r.health, "speculative": r.speculative} for r in results])
+    if len(results) > 1:  # what the run-to-run noise covers
+        out["repeats_across"] = "server starts" if across_starts else "one server start"
+    return out
+
+
+def record(ledger: Ledger, server: Server, metrics: dict[str, Any]) -> Bench:
+    """The benchmark of ``server`` (its last result, the aggregated metrics) written to the ledger."""
+    result = server.results[-1]
+    base = server.launch or {}
+    run_id = ledger.record(kind="bench", name=server.name or result.url, host=base.get("host"),
+                           command=base.get("command", []), server=base.get("server"), version=base.get("version"),
+                           config=base.get("config", {}), environment=base.get("environment", {}),
+                           fingerprint=base.get("fingerprint"), outcome="ready" if result.valid else "incomplete",
+                           phases={}, workload=result.workload, metrics={**metrics, "requests": result.requests},
+                           elapsed=metrics["duration"], log=base.get("log"))
+    return Bench(metrics, result, run_id)
+
+
+def bench(target: str | None, workload: Workload, how: Measure, *, ledger: Ledger,
+          on_result: Callable[[metrics.RequestResult], None] | None = None) -> Bench:
+    """``firedup bench``: measure the target (``how.repeat`` times, on one
+    server start) and record it; with ``how.calibrate``, the client's own
+    ceiling against a zero-work server."""
+    server = Server("", name="calibrate") if how.calibrate else resolve(ledger, target)
+    results = measure(server, workload, how, how.repeat, on_result)
+    return record(ledger, server, aggregated(results, across_starts=False))
+
+
+def compare_runs(ledger: Ledger, numbers: Sequence[int], *, min_effect: float = MIN_EFFECT_PCT,
+                 force: bool = False) -> dict[str, Any]:
+    """``firedup compare``: recorded benchmark runs side by side (refused when
+    their workloads differ, unless ``force``)."""
+    chosen = []
+    for number in numbers:
+        run = ledger.run(number)
+        if run["kind"] != "bench":
+            raise InputError(f"run {number} is not a benchmark run (see firedup runs)")
+        chosen.append(run)
+    if len(chosen) < 2:
+        raise InputError("compare needs two runs or more")
+    for other in chosen[1:]:
+        differences = workload_differences(chosen[0], other, Workload().describe())
+        if differences and not force:
+            listed = "; ".join(f"{k} {a} vs {b}" for k, a, b in differences)
+            raise InputError(f"runs {chosen[0]['id']} and {other['id']} measured different workloads ({listed}): "
+                             "their numbers are not comparable (--force to compare anyway)")
+    return compare(chosen, min_effect)
