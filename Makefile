@@ -60,7 +60,7 @@ test: $(VENV)/.installed-test servers
 
 # 4 workers even on 2 cores: most of these tests wait on a clock (stall windows, quiet periods), not the CPU.
 test-fast: $(VENV)/.installed-test
-	$(PY) -m pytest -q -m "not servers and not wheel and not slow and not slurm" -n 4 --dist loadscope
+	$(PY) -m pytest -q -m "not servers and not wheel and not slow and not slurm" -n 4 --dist worksteal
 
 bench: $(VENV)/.installed-test servers
 	$(PY) benchmarks/scan.py
