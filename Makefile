@@ -25,7 +25,8 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-$(VENV)/.installed-check: $(VENV)/.installed
+# mypy reads the test extras too (pytest for the plugin, matplotlib for the plots).
+$(VENV)/.installed-check: $(VENV)/.installed-test
 	$(PY) -m pip install -q -e '.[check]'
 	touch $@
 
