@@ -483,3 +483,58 @@ def test_a_time_limit_before_ready_fails_the_start_and_after_ready_only_stops_it
     served = Run()
     served.log(VLLM_START + VLLM_READY + limit, at=1)
     assert served.finish().outcome == "ready"
+
+
+# -- lines listed as ignored (the verdict's benign list) ---------------------
+
+def _ignored(verdict) -> list[str]:
+    return [b["line"] for b in verdict.benign]
+
+
+def test_errors_that_did_not_decide_the_verdict_are_listed_as_ignored():
+    run = Run()
+    run.log(VLLM_START
+            + "Traceback (most recent call last):\n  File \"h.py\", line 1, in get\n"
+            "TimeoutError: The read operation timed out\n"  # handled: start-up went on
+            "WARNING 10-12 00:26:51 [x.py:1] ModuleNotFoundError: No module named 'torch'\n"  # a cause line, no failure
+            + VLLM_READY
+            + "ERROR 10-12 00:27:00 [serving_chat.py:203] ValueError: This model's maximum context length is 2048 tokens.\n"
+            "(APIServer pid=1) KeyboardInterrupt: terminated\n")
+    v = run.finish()
+    assert v.outcome == "ready"
+    ignored = _ignored(v)
+    assert "Traceback (most recent call last):" in ignored
+    assert "TimeoutError: The read operation timed out" in ignored
+    assert any("No module named 'torch'" in line for line in ignored)
+    assert any("maximum context length" in line for line in ignored)
+    assert "(APIServer pid=1) KeyboardInterrupt: terminated" in ignored
+
+
+def test_a_failure_lists_lines_naming_another_cause_but_not_its_own_copies():
+    v = _failed("ImportError: /x/common_ops.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEab\n"
+                "ModuleNotFoundError: No module named 'common_ops'\n"
+                "[rank1]: ImportError: /x/common_ops.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEab\n")
+    assert v.cause == "undefined_symbol"
+    ignored = _ignored(v)
+    assert "ModuleNotFoundError: No module named 'common_ops'" in ignored
+    assert not any("undefined symbol" in line for line in ignored)
+
+
+def test_a_warning_of_another_worker_inside_a_traceback_is_listed():
+    v = _failed("(EngineCore pid=1) Traceback (most recent call last):\n"
+                "(EngineCore pid=1)   File \"w.py\", line 1, in init\n"
+                "[rank0]:[W1031 16:32:25.371256416 ProcessGroupNCCL.cpp:1538] Warning: WARNING: destroy_process_group() was not called\n"
+                "(EngineCore pid=1) ValueError: Free memory on device (5.92/79.19 GiB) on startup is less than desired "
+                "GPU memory utilization (0.9, 71.27 GiB).\n", server="vllm")
+    assert v.cause == "cuda_oom"
+    assert any("destroy_process_group" in line for line in _ignored(v))
+
+
+def test_copies_of_a_warning_are_listed_once_but_other_messages_are_not_merged():
+    run = Run(server="sglang")
+    run.log("[2025-04-09 05:05:03] Ignore import error when loading sglang.srt.models.a: cannot import name 'X' from 'transformers'\n"
+            "[2025-04-09 05:05:04] Ignore import error when loading sglang.srt.models.b: cannot import name 'X' from 'transformers'\n"
+            "[2025-04-09 05:05:09] Ignore import error when loading sglang.srt.models.a: cannot import name 'X' from 'transformers'\n"
+            "[2025-04-09 05:05:21] The server is fired up and ready to roll!\n")
+    v = run.finish()
+    assert [b["lineno"] for b in v.benign] == [1, 2]

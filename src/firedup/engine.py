@@ -147,7 +147,7 @@ class Engine:
         self.scanner.dense = self.tracebacks.open or self._block is not None
         if self.tracebacks.absorbed:
             candidates = []  # a frame's source line is code, not a message
-        held = (lineno, line, candidates, closed, self.tracebacks.open)
+        held = (lineno, line, candidates, closed, self.tracebacks.consumed)
         if self.family is None and len(self._held) < HOLD_LINES:
             # Which family wrote the log is often said a few lines later
             # (TGI's panic comes before the launcher's lines): wait for it.
@@ -162,7 +162,7 @@ class Engine:
             self._read(*item, out)
 
     def _read(self, lineno: int, line: lines.Line, candidates: list[Rule], closed: list[Signal],
-              in_traceback: bool, out: list[Signal]) -> int:
+              in_block: bool, out: list[Signal]) -> int:
         out += self._attach(closed)
         found = self._match(line, sorted(set(candidates), key=lambda r: r.index))
         if found is None:
@@ -171,7 +171,7 @@ class Engine:
         signal = self._signal(rule, m.groupdict(), lineno, line)
         if rule.kind == "fatal" and rule.cause is None:
             signal = replace(signal, explains=self._cause_of(line))
-        elif rule.kind == "benign" and in_traceback:
+        elif rule.kind == "benign" and in_block:
             return 0  # frames of a traceback are not warnings
         if rule.kind == "ready" or rule.start:
             self._ready = rule.kind == "ready"

@@ -53,13 +53,23 @@ first. When the root names no root cause, the nearest cause line before it
 (within CONTEXT_LINES), or else the first after it, names the cause (an NCCL
 watchdog line that a ``terminate called`` follows); it is the evidence too
 unless the root is an exception, whose own line is then the evidence.
+
+Ignored lines (the verdict's ``benign``): the lines rules read as benign, and
+the scary lines that did not decide the verdict: an exception start-up went on
+after (with its traceback's header line), an exception while serving unless
+the server then failed, a line naming a cause (unless it names the failure's
+own cause), the lines of a stop from outside and the errors that follow it,
+and the errors of an earlier run in the same log. Copies of one message whose
+prefixes differ only in numbers (timestamps, ranks) are listed once.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .lines import parse
 from .rules import PHASES
 from .signals import Signal
 
@@ -69,6 +79,7 @@ def _weak(s: Signal | None) -> bool:
     rule = s.cause_rule if s is not None else None
     return rule is None or rule.cause == "other" or rule.consequence
 MAX_BENIGN = 50
+_DIGITS = re.compile(r"\d+")
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
 
@@ -181,6 +192,10 @@ class Judge:
         self.causes: list[Signal] = []
         self.benign: list[dict[str, Any]] = []
         self._benign_seen: set[tuple[str, str]] = set()
+        # Scary lines that may turn out not to decide the verdict, with why:
+        # "handled" (an exception start-up went on after), "after_ready" (an
+        # exception while serving), "cause" (a line naming a cause), "stopped".
+        self.unused: list[tuple[Signal, str]] = []
         self.exit_code: int | None = None
         self.after_ready: list[Signal] = []
         self.last_line_at = now
@@ -193,8 +208,11 @@ class Judge:
 
     def feed(self, s: Signal, now: float = 0.0) -> None:
         kind = s.kind
-        if s.rule is not None and s.rule.start and (self.ready or self.candidates or self.fatal):
-            self._reset(now)  # a new run appended to the same log
+        if s.rule is not None and s.rule.start and (self.ready or self.candidates or self.fatal or self.stopped):
+            # a new run appended to the same log: the earlier run's errors are listed as ignored
+            earlier = (self.benign, self._benign_seen, self.unused + [(c, "handled") for c in self.candidates])
+            self._reset(now)
+            self.benign, self._benign_seen, self.unused = earlier
         if kind == "lines":
             self.last_line = s
             self.last_line_at = now
@@ -212,8 +230,10 @@ class Judge:
         if kind == "stopped":
             if self.stopped is None and not self.fatal and not (self.ready is None and self.candidates):
                 self.stopped = s
+            self._unused(s, "stopped")
             return
         if self.stopped is not None and kind in ("fatal", "exception", "traceback"):
+            self._unused(s, "stopped")
             return  # the stop's own noise: interrupted calls, children ending
         if kind == "detect":
             self.server = self.server or s.data["server"]
@@ -248,6 +268,7 @@ class Judge:
         elif kind == "progress":
             self._progress(s, now)
         elif kind == "cause":
+            self._unused(s, "cause")
             self.causes.append(s)
             if len(self.causes) > 64:
                 del self.causes[:32]
@@ -261,6 +282,7 @@ class Judge:
             if self.ready is not None and not self.fatal:
                 self.after_ready.append(s)
                 del self.after_ready[:-16]
+                self._unused(s, "after_ready")
             else:
                 self._fail(s, now)
 
@@ -277,6 +299,8 @@ class Judge:
     def _set_ready(self, s: Signal, now: float) -> None:
         self.ready = s
         self.ready_at = now
+        for c in self.candidates:
+            self._unused(c, "handled")
         self.candidates.clear()
         self.pending_since = None
         self._stopping = False
@@ -312,15 +336,54 @@ class Judge:
     def _clear_pending(self) -> None:
         # Start-up went on after the exception: it was handled.
         if self.candidates and not self.fatal:
+            for c in self.candidates:
+                self._unused(c, "handled")
             self.candidates.clear()
             self.pending_since = None
             self._stopping = False
 
     def _benign(self, s: Signal) -> None:
-        key = (s.rule.id, s.line.split("]")[-1][-120:])
-        if len(self.benign) < MAX_BENIGN and key not in self._benign_seen:
-            self._benign_seen.add(key)
-            self.benign.append({"line": s.line, "lineno": s.lineno, "rule": s.rule.id})
+        self._list(self.benign, self._benign_seen, s.line, s.lineno, s.rule.id)
+
+    @staticmethod
+    def _list(into: list[dict[str, Any]], seen: set[tuple[str, str]], line: str, lineno: int, rule: str) -> None:
+        """List a scary line as ignored, once: copies of a message whose
+        prefixes differ only in numbers (timestamps, ranks, pids) are one line."""
+        message = parse(line).message
+        key = (rule, _DIGITS.sub("0", line[:len(line) - len(message)]) + message)
+        if len(into) < MAX_BENIGN and key not in seen:
+            seen.add(key)
+            into.append({"line": line, "lineno": lineno, "rule": rule})
+
+    def _unused(self, s: Signal, why: str) -> None:
+        if len(self.unused) < 4 * MAX_BENIGN:
+            self.unused.append((s, why))
+
+    def _ignored(self, outcome: str, cause: str | None, evidence: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """The benign lines, with the scary lines that did not decide the
+        verdict: exceptions start-up went on after, exceptions while serving
+        (unless it failed), lines naming a cause (unless they name the
+        failure's), the lines of a stop from outside."""
+        at = (evidence or {}).get("lineno")
+        extra: list[tuple[int, str, str]] = []
+        for s, why in self.unused:
+            if s.lineno == at or (outcome == "failed" and (
+                    why == "after_ready" or (why == "cause" and s.cause == cause))):
+                continue
+            if s.kind in ("exception", "traceback"):
+                if s.data.get("header") and s.data.get("traceback") != at:
+                    extra.append((s.data["traceback"], s.data["header"], "exception"))
+                extra.append((s.lineno, s.line, "exception"))
+            else:
+                extra.append((s.lineno, s.line, (s.cause_rule or s.rule).id))
+        if not extra:
+            return list(self.benign)
+        out: list[dict[str, Any]] = []
+        seen: set[tuple[str, str]] = set()
+        rows = sorted([(b["lineno"], b["line"], b["rule"]) for b in self.benign] + extra, key=lambda r: r[0])
+        for lineno, line, rule in rows:
+            self._list(out, seen, line, lineno, rule)
+        return out
 
     # -- decisions -----------------------------------------------------------
 
@@ -454,7 +517,7 @@ class Judge:
         return Verdict(
             outcome=outcome, cause=cause, server=self.server, phase=phase, evidence=evidence,
             explanation=explanation, remedy=remedy, progress=self.progress, config=dict(self.config),
-            benign=list(self.benign), version=self.version, elapsed=now - self.started,
+            benign=self._ignored(outcome, cause, evidence), version=self.version, elapsed=now - self.started,
             phases=phases, exit_code=self.exit_code, notes=self._notes(outcome, now, evidence),
         )
 
