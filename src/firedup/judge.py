@@ -376,13 +376,14 @@ class Judge:
                 extra.append((s.lineno, s.line, "exception"))
             else:
                 extra.append((s.lineno, s.line, (s.cause_rule or s.rule).id))
-        if not extra:
+        if not extra and all(b["lineno"] != at for b in self.benign):
             return list(self.benign)
         out: list[dict[str, Any]] = []
         seen: set[tuple[str, str]] = set()
         rows = sorted([(b["lineno"], b["line"], b["rule"]) for b in self.benign] + extra, key=lambda r: r[0])
         for lineno, line, rule in rows:
-            self._list(out, seen, line, lineno, rule)
+            if lineno != at:
+                self._list(out, seen, line, lineno, rule)
         return out
 
     # -- decisions -----------------------------------------------------------
