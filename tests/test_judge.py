@@ -538,3 +538,15 @@ def test_copies_of_a_warning_are_listed_once_but_other_messages_are_not_merged()
             "[2025-04-09 05:05:21] The server is fired up and ready to roll!\n")
     v = run.finish()
     assert [b["lineno"] for b in v.benign] == [1, 2]
+
+
+def test_an_unambiguous_message_in_a_window_with_no_banner_names_its_cause():
+    v = _failed("[rank0]: ValueError: The model's max seq len (32768) is larger than the "
+                "maximum number of tokens that can be stored in KV cache (21104). Try increasing "
+                "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n")
+    assert v.cause == "kv_cache_too_small"
+    v = _failed("[sgl_kernel] CRITICAL: Could not load any common_ops library!\n"
+                "Error details from previous import attempts:\n"
+                "- ModuleNotFoundError: No module named 'common_ops'\n"
+                "- ImportError: /x/sgl_kernel/sm100/common_ops.abi3.so: undefined symbol: _ZNK3c106SymInt6sym_neERKS0_\n")
+    assert v.cause == "undefined_symbol" and v.evidence["line"].startswith("- ImportError:")

@@ -211,9 +211,10 @@ class Engine:
         """The first rule in priority order that matches the line's message (or whole text).
 
         A family's rules apply once the log (or --server) says which family
-        wrote it; until then only the generic pack reads lines."""
+        wrote it; until then only the generic pack and the rules whose
+        wording is their family's alone (``gated = false``) read lines."""
         for rule in candidates:
-            if rule.family != "generic" and rule.family != self.family:
+            if rule.family != "generic" and rule.family != self.family and (rule.gated or self.family is not None):
                 continue
             m = rule.pattern.search(line.message)
             if m is None and line.text is not line.message:

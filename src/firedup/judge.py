@@ -492,7 +492,10 @@ class Judge:
         before = [c for c in self.causes if best.lineno - CONTEXT_LINES <= c.lineno <= best.lineno]
         after = [c for c in self.causes if c.lineno > best.lineno]
         near = [*reversed(before), *after]
-        found = next((c for c in near if not _weak(c)), near[0] if near else None)
+        strong = [c for c in near if not _weak(c)]
+        # a missing module is often a fallback's: another cause comes first (see _score)
+        found = next((c for c in strong if c.cause != "missing_module"), strong[0] if strong else
+                     near[0] if near else None)
         if found is not None and found in before:
             for c in reversed(before[:before.index(found)]):
                 if c.cause != found.cause:

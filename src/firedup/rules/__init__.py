@@ -8,6 +8,13 @@ phase (``phase = "weights"``); a ready rule may say that the server prints it
 before it binds its port (``before_bind = true``). Packs of server families
 come before ``generic``, so that a family's reading of a line (a benign
 "No module named ..." probe) wins over the generic one.
+
+A family's rules read a log once the log (or ``--server``) says which family
+wrote it. A rule whose wording no other server prints (vLLM's "Engine core
+initialization failed", SGLang's "Not enough memory. Please try to increase
+--mem-fraction-static") says ``gated = false``: it also reads the lines of a
+log whose family is still unknown (a window pasted without the banner).
+Wordings that could collide with another server's stay gated.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ class Rule:
     # worker): an earlier error, or a cause line nearby, is the root.
     consequence: bool = False
     stop_when_ready: bool = False  # a fatal line that, once the server is ready, only stops it (a time limit)
+    gated: bool = True  # read only once the log's family is known to be the rule's
     examples: tuple[str, ...] = ()
 
 
@@ -101,7 +109,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "before_bind", "consequence", "stop_when_ready",
-                              "examples"}
+                              "gated", "examples"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -132,6 +140,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             start=bool(raw.get("start", False)), before_bind=bool(raw.get("before_bind", False)),
             consequence=bool(raw.get("consequence", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
+            gated=bool(raw.get("gated", True)),
             examples=examples,
         ))
     return Pack(
