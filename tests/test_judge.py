@@ -550,3 +550,29 @@ def test_an_unambiguous_message_in_a_window_with_no_banner_names_its_cause():
                 "- ModuleNotFoundError: No module named 'common_ops'\n"
                 "- ImportError: /x/sgl_kernel/sm100/common_ops.abi3.so: undefined symbol: _ZNK3c106SymInt6sym_neERKS0_\n")
     assert v.cause == "undefined_symbol" and v.evidence["line"].startswith("- ImportError:")
+
+
+def test_a_fatal_line_that_repeats_the_message_of_a_line_just_before_it_gives_way_to_that_first_copy():
+    stub = ("I1129 08:28:33.928915 15088 pb_stub.cc:325] Failed to initialize Python stub: ValueError: "
+            "The NVIDIA driver on your system is too old (found version 11040).")
+    v = _failed(stub + "\nE1129 08:28:34.285773 15088 backend_model.cc:634] ERROR: Failed to create instance: "
+                "ValueError: The NVIDIA driver on your system is too old (found version 11040).\n", server="trtllm")
+    assert v.cause == "driver_mismatch" and v.evidence["line"] == stub
+
+
+def test_a_fatal_line_opening_a_traceback_gives_the_evidence_to_its_exception():
+    v = _failed("[2024-12-13 01:47:34] Initialization failed. warmup error: Traceback (most recent call last):\n"
+                "  File \"server.py\", line 621, in _wait_and_warmup\n"
+                "AssertionError: res=<Response [502]>, res.text=''\n", server="sglang")
+    assert v.cause == "warmup_failed" and v.evidence["line"] == "AssertionError: res=<Response [502]>, res.text=''"
+    v = _failed("[2024-12-13 01:47:34] Initialization failed. warmup error: Traceback (most recent call last):\n"
+                "  File \"server.py\", line 621, in _wait_and_warmup\n"
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n", server="sglang")
+    assert v.cause == "cuda_oom"  # a warm-up that ran out of memory: the memory is the cause
+
+
+def test_an_exception_naming_no_cause_gives_way_to_the_cause_its_output_names():
+    v = _failed("RuntimeError: ninja exited with status 1\n"
+                "[1/2] c++ -shared x.o -o x.so\n/usr/bin/ld: cannot find -lcudart\n"
+                "ninja: build stopped: subcommand failed.\n")
+    assert v.cause == "compile_error" and v.evidence["line"] == "/usr/bin/ld: cannot find -lcudart"

@@ -44,15 +44,23 @@ exception lines, tracebacks cut short), in log order, the root is
    naming a consequence (``segfault``: an abort is how C++ ends on an uncaught
    error, ``terminate called ...`` after a Python or NCCL error;
    ``worker_died``: a process reporting another's death, often after that
-   process's own traceback; ``other``);
+   process's own traceback; ``warmup_failed`` and SGLang's "Capture cuda
+   graph failed": where start-up failed, not why; ``other``);
 4. else the first fatal line naming no cause ("Engine core initialization
    failed"), else the first traceback cut off before its exception.
 "First" makes the first copy of a message repeated by several ranks the
 evidence, and the root of a chain of exceptions (``raise ... from``) its
-first. When the root names no root cause, the nearest cause line before it
-(within CONTEXT_LINES), or else the first after it, names the cause (an NCCL
-watchdog line that a ``terminate called`` follows); it is the evidence too
-unless the root is an exception, whose own line is then the evidence.
+first; a fatal root naming a cause that repeats a message logged just before
+it (within BURST_LINES) gives way to that first copy. When the root names no
+root cause, the nearest cause line before it (within CONTEXT_LINES), or else
+the first after it, names the cause (an NCCL watchdog line that a ``terminate
+called`` follows; a missing module only when no other cause is near); it is
+the evidence too unless the root is an exception and the cause line comes
+before it, the exception's own line then being the evidence (a cause line
+after an exception is its output: the linker error a "ninja exited with
+status 1" leaves below it). A fatal line that opens a traceback ("Initialization
+failed. warmup error: Traceback ...") gives the evidence to that traceback's
+exception.
 
 Ignored lines (the verdict's ``benign``): the lines rules read as benign, and
 the scary lines that did not decide the verdict: an exception start-up went on
@@ -72,6 +80,7 @@ from typing import Any
 from .lines import parse
 from .rules import PHASES
 from .signals import Signal
+from .tracebacks import HEADER as _HEADER
 
 def _weak(s: Signal | None) -> bool:
     """Whether a signal names no root cause: none, ``other``, or a consequence
@@ -82,6 +91,8 @@ MAX_BENIGN = 50
 _DIGITS = re.compile(r"\d+")
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
+# Lines naming one cause this close to each other tell one failure.
+BURST_LINES = 20
 
 EXIT_CODES = {"ready": 0, "failed": 1, "stalled": 3, "timeout": 4, "incomplete": 5}
 
@@ -477,13 +488,39 @@ class Judge:
             context = self._context_cause(best)
             if context is not None and (_score(best) <= 1 or not _weak(context)):
                 rule = context.cause_rule
-                if _score(best) <= 1 or best.kind != "exception":
+                if _score(best) <= 1 or best.kind != "exception" or context.lineno > best.lineno:
                     evidence = context
+        elif best.kind == "fatal":
+            evidence = self._first_copy(best)
+        if evidence is best and best.kind == "fatal" and _HEADER.search(best.line):
+            # "Initialization failed. warmup error: Traceback ...": its exception says what failed
+            evidence = next((c for c in candidates if c.kind == "exception"
+                             and c.data.get("traceback") == best.lineno), best)
         if rule is None or rule.cause is None:
             return self._verdict("failed", now, self._evidence_of(evidence), cause="other",
                                  explanation=OTHER_EXPLANATION, remedy=OTHER_REMEDY)
         return self._verdict("failed", now, self._evidence_of(evidence), cause=rule.cause,
                              explanation=rule.explanation, remedy=rule.remedy)
+
+    def _first_copy(self, best: Signal) -> Signal:
+        """The first copy of the message a fatal root repeats, among the lines
+        just before it (each within BURST_LINES of the next): Triton's
+        "Failed to create instance: ValueError: X" after the stub's own
+        "Failed to initialize Python stub: ValueError: X"."""
+        rule = best.cause_rule
+        m = rule.pattern.search(best.line)
+        if m is None:
+            return best
+        found = best
+        for c in reversed(self.causes):
+            if c.lineno >= found.lineno:
+                continue
+            if found.lineno - c.lineno > BURST_LINES:
+                break
+            other = c.cause_rule.pattern.search(c.line) if c.cause_rule is rule else None
+            if other is not None and other.group(0) == m.group(0):
+                found = c
+        return found
 
     def _context_cause(self, best: Signal) -> Signal | None:
         """The cause line nearest before the root (else the first after it),
