@@ -52,15 +52,15 @@ exception lines, tracebacks cut short), in log order, the root is
 evidence, and the root of a chain of exceptions (``raise ... from``) its
 first; a fatal root naming a cause that repeats a message logged just before
 it (within BURST_LINES) gives way to that first copy. When the root names no
-root cause, the nearest cause line before it (within CONTEXT_LINES), or else
-the first after it, names the cause (an NCCL watchdog line that a ``terminate
-called`` follows; a missing module only when no other cause is near); it is
-the evidence too unless the root is an exception and the cause line comes
-before it, the exception's own line then being the evidence (a cause line
-after an exception is its output: the linker error a "ninja exited with
-status 1" leaves below it). A fatal line that opens a traceback ("Initialization
-failed. warmup error: Traceback ...") gives the evidence to that traceback's
-exception.
+root cause, the nearest cause line before it (within CONTEXT_LINES, and after
+the ready line for a crash while serving), or else the first after it, names
+the cause (an NCCL watchdog line that a ``terminate called`` follows; a
+missing module only when no other cause is near); it is the evidence too
+unless the root is an exception and the cause line comes before it, the
+exception's own line then being the evidence (a cause line after an exception
+is its output: the linker error a "ninja exited with status 1" leaves below
+it). A fatal line that opens a traceback ("Initialization failed. warmup
+error: Traceback ...") gives the evidence to that traceback's exception.
 
 Ignored lines (the verdict's ``benign``): the lines rules read as benign, and
 the scary lines that did not decide the verdict: an exception start-up went on
@@ -526,7 +526,9 @@ class Judge:
         """The cause line nearest before the root (else the first after it),
         one naming a root cause first; of lines naming that cause just before
         it, the first (an NCCL watchdog, then the abort that quotes it)."""
-        before = [c for c in self.causes if best.lineno - CONTEXT_LINES <= c.lineno <= best.lineno]
+        # a line the start-up went on after did not stop it: it explains no crash while serving
+        since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
+        before = [c for c in self.causes if since <= c.lineno <= best.lineno]
         after = [c for c in self.causes if c.lineno > best.lineno]
         near = [*reversed(before), *after]
         strong = [c for c in near if not _weak(c)]
