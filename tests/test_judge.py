@@ -458,10 +458,13 @@ def test_a_stop_from_outside_after_ready_is_ready():
 
 def test_a_stop_from_outside_before_ready_is_incomplete():
     run = Run()
-    run.log(VLLM_START + "INFO 05-26 18:56:23 [ray_utils.py:233] Waiting for creating a placement group\n"
+    run.log(VLLM_START + "INFO 05-26 18:56:23 [ray_utils.py:233] Waiting for creating a placement group of specs for "
+            "150 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}].\n"
             "ERROR 05-26 18:58:11 [engine.py:448] SystemExit: 15\n"
             "Traceback (most recent call last):\n  File \"e.py\", line 1, in run\nKeyboardInterrupt\n")
-    assert run.finish().outcome == "incomplete"
+    v = run.finish()
+    assert v.outcome == "incomplete"
+    assert "Waiting for creating a placement group" in v.evidence["line"]  # where it had got, not the stop
 
 
 def test_a_crash_after_ready_is_failed_with_how_long_it_had_been_ready():

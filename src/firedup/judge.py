@@ -30,7 +30,8 @@ Rules for the outcome:
 - a stop from outside (a ``stopped`` line: SIGTERM, SIGINT, Ctrl-C, exit code
   -15 or 143) is no failure: the errors that follow it are the stop's. After
   ready the outcome stays ``ready``; before ready, with no failure before the
-  stop, the run never got there (``incomplete``, or ``stalled`` live). A real
+  stop, the run never got there (``incomplete``, or ``stalled`` live), and the
+  evidence is where it had got: the last line a rule read before the stop. A real
   crash after ready (an abort, a device assert, a dead engine: a ``fatal``
   line) is ``failed``, with a note of how long the server had been ready.
 
@@ -81,6 +82,10 @@ from .lines import parse
 from .rules import PHASES
 from .signals import Signal
 from .tracebacks import HEADER as _HEADER
+
+# Kinds of lines that say where a start had got.
+_READ = ("phase", "progress", "heartbeat", "config", "benign", "cause")
+
 
 def _weak(s: Signal | None) -> bool:
     """Whether a signal names no root cause: none, ``other``, or a consequence
@@ -213,6 +218,7 @@ class Judge:
         self._calm_lineno = 0  # the last line that showed the server going on
         self._stopping = False  # a shutdown line came after an exception
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
+        self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
 
     # -- input ---------------------------------------------------------------
@@ -269,6 +275,8 @@ class Judge:
             if self.ready is None and not self.candidates:
                 self.failure_phase = self.phase
             return
+        if s.rule is not None and kind in _READ and self.stopped is None:
+            self.last_read = s
         if s.rule is not None and s.rule.phase:
             self._enter(s.rule.phase, now)
         if kind == "config":
@@ -409,7 +417,7 @@ class Judge:
             if self.ready is not None and (self.exit_code == 0 or self.stopped is not None):
                 return None
             if self.stopped is not None:
-                return self._verdict("stalled", now, self._evidence_of(self.stopped))
+                return self._verdict("stalled", now, self._evidence_of(self._before_stop()))
             return self._failed(now)
         if self.ready is not None:
             if self._ready_confirmed(now):
@@ -470,7 +478,14 @@ class Judge:
             return self._failed(now)
         if self.ready is not None:
             return self._verdict("ready", now, self._evidence_of(self.ready))
+        if self.stopped is not None:
+            return self._verdict("incomplete", now, self._evidence_of(self._before_stop()))
         return self._verdict("incomplete", now, self._last_line())
+
+    def _before_stop(self) -> Signal:
+        """Where a start stopped from outside had got: the last line a rule
+        read before the stop (the stop's own tracebacks say nothing of it)."""
+        return self.last_read or self.stopped
 
     def _failed(self, now: float) -> Verdict:
         candidates = self.candidates or self.after_ready
