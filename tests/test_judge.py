@@ -579,3 +579,35 @@ def test_an_exception_naming_no_cause_gives_way_to_the_cause_its_output_names():
                 "[1/2] c++ -shared x.o -o x.so\n/usr/bin/ld: cannot find -lcudart\n"
                 "ninja: build stopped: subcommand failed.\n")
     assert v.cause == "compile_error" and v.evidence["line"] == "/usr/bin/ld: cannot find -lcudart"
+
+
+def test_a_traceback_logged_as_a_warning_was_handled():
+    v = _failed("(EngineCore pid=1) WARNING 06-23 15:43:18 [import_utils.py:408] Module deep_gemm was found but failed to import\n"
+                "(EngineCore pid=1) WARNING 06-23 15:43:18 [import_utils.py:408] Traceback (most recent call last):\n"
+                "(EngineCore pid=1) WARNING 06-23 15:43:18 [import_utils.py:408]   File \"d.py\", line 117, in _find_cuda_home\n"
+                "(EngineCore pid=1) WARNING 06-23 15:43:18 [import_utils.py:408] AssertionError\n"
+                "(EngineCore pid=1) ERROR 06-23 15:43:19 [core.py:1195] EngineCore failed to start.\n"
+                "(EngineCore pid=1) ERROR 06-23 15:43:19 [core.py:1195] Traceback (most recent call last):\n"
+                "(EngineCore pid=1) ERROR 06-23 15:43:19 [core.py:1195]   File \"f.py\", line 1, in build\n"
+                "(EngineCore pid=1) ERROR 06-23 15:43:19 [core.py:1195] RuntimeError: Could not find nvcc and default "
+                "cuda_home='/usr/local/cuda' doesn't exist\n", server="vllm")
+    assert v.cause == "compile_error" and "Could not find nvcc" in v.evidence["line"]
+    assert any(line.endswith("] AssertionError") for line in _ignored(v))
+
+
+def test_a_window_that_starts_with_a_served_request_is_ready():
+    run = Run()
+    run.log('INFO:     172.22.0.4:42970 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+            "Traceback (most recent call last):\n  File \"vl.py\", line 150, in preprocess\n"
+            "ValueError: unsupported modality image_url\n")
+    v = run.finish()
+    assert v.outcome == "ready" and "ValueError: unsupported modality image_url" in _ignored(v)
+
+
+def test_a_segmentation_fault_after_a_request_error_is_a_segfault():
+    run = Run()
+    run.log(VLLM_START + VLLM_READY + "AssertionError: The max KV cache length of input sequences (3646) exceeds the "
+            "KV cache manager's maximum supported length (2049).\n"
+            "[67d371949311:1722 :0:1777] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x0)\n")
+    v = run.finish()
+    assert v.outcome == "failed" and v.cause == "segfault" and "Caught signal 11" in v.evidence["line"]

@@ -66,6 +66,7 @@ class Engine:
         if server is not None and server not in self.ruleset.packs:
             raise ValueError(f"unknown server {server!r}")
         self.family = server
+        self._detected = server is None  # the family comes from the log, not from --server
         self._ready = False
         self.scanner = Scanner(self._stage())
         self.tracebacks = tracebacks.Assembler()
@@ -129,7 +130,7 @@ class Engine:
         return out
 
     def _stage(self) -> Prefilter:
-        return _prefilter(self.ruleset, detect=self.family is None, ready=self._ready)
+        return _prefilter(self.ruleset, detect=self.family is None or self._yields(), ready=self._ready)
 
     def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal]) -> int:
         line = lines.parse(segment.decode("utf-8", "replace"))
@@ -139,10 +140,10 @@ class Engine:
         for tag in tags:
             if isinstance(tag, Rule):
                 candidates.append(tag)
-            elif isinstance(tag, str) and self.family is None:
-                self.family = tag
+            elif isinstance(tag, str) and (self.family is None or (tag != self.family and self._yields())):
+                replaces, self.family = self.family, tag
                 self.scanner.prefilter = self._stage()
-                out.append(Signal("detect", lineno, line.text, data={"server": tag}))
+                out.append(Signal("detect", lineno, line.text, data={"server": tag, "replaces": replaces}))
         closed = self.tracebacks.feed(lineno, line)
         self.scanner.dense = self.tracebacks.open or self._block is not None
         if self.tracebacks.absorbed:
@@ -155,6 +156,12 @@ class Engine:
             return 0
         self._release(out)
         return self._read(*held, out)
+
+    def _yields(self) -> bool:
+        """Whether the family found so far gives way to another's detect
+        line: it was found from a line other servers print too (transformers'
+        logger), not given with --server."""
+        return self._detected and self.family is not None and self.ruleset.packs[self.family].detect_yields
 
     def _release(self, out: list[Signal]) -> None:
         held, self._held = self._held, []

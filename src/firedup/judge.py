@@ -20,6 +20,8 @@ Rules for the outcome:
   a finished log with that exception is), not ``stalled``;
 - after ready, exceptions are request or shutdown noise unless the process then
   exits with an error;
+- an exception whose traceback a logger wrote at WARNING (or INFO, DEBUG)
+  level was handled by the server: it is listed as ignored, never a failure;
 - a ready line printed before the port is bound (uvicorn's "Application
   startup complete.") waits, without a health probe, ``settle`` seconds for
   the bind to fail;
@@ -42,8 +44,9 @@ exception lines, tracebacks cut short), in log order, the root is
    fallback whose own ImportError (an undefined symbol, a missing library) is
    the cause, later in the chain;
 3. else the first error message: an exception naming no cause, or a line
-   naming a consequence (``segfault``: an abort is how C++ ends on an uncaught
-   error, ``terminate called ...`` after a Python or NCCL error;
+   naming a consequence (an abort, ``segfault``: how C++ ends on an uncaught
+   error, ``terminate called ...`` after a Python or NCCL error; a memory
+   fault, "Segmentation fault", is a root of its own;
    ``worker_died``: a process reporting another's death, often after that
    process's own traceback; ``warmup_failed`` and SGLang's "Capture cuda
    graph failed": where start-up failed, not why; ``other``);
@@ -65,7 +68,7 @@ error: Traceback ...") gives the evidence to that traceback's exception.
 
 Ignored lines (the verdict's ``benign``): the lines rules read as benign, and
 the scary lines that did not decide the verdict: an exception start-up went on
-after (with its traceback's header line), an exception while serving unless
+after or logged as a warning (with its traceback's header line), an exception while serving unless
 the server then failed, a line naming a cause (unless it names the failure's
 own cause), the lines of a stop from outside and the errors that follow it,
 and the errors of an earlier run in the same log. Copies of one message whose
@@ -83,8 +86,17 @@ from .rules import PHASES
 from .signals import Signal
 from .tracebacks import HEADER as _HEADER
 
+# A traceback a logger wrote at these levels is one the server handled.
+_HANDLED_LEVELS = ("WARNING", "INFO", "DEBUG")
 # Kinds of lines that say where a start had got.
 _READ = ("phase", "progress", "heartbeat", "config", "benign", "cause")
+
+
+def copy_key(line: str) -> str:
+    """What copies of one message share: the message, and its prefix with the
+    numbers (timestamps, ranks, pids) left out. The benign list keeps one."""
+    message = parse(line).message
+    return _DIGITS.sub("0", line[:len(line) - len(message)]) + message
 
 
 def _weak(s: Signal | None) -> bool:
@@ -253,7 +265,8 @@ class Judge:
             self._unused(s, "stopped")
             return  # the stop's own noise: interrupted calls, children ending
         if kind == "detect":
-            self.server = self.server or s.data["server"]
+            if self.server is None or self.server == s.data.get("replaces"):
+                self.server = s.data["server"]
             return
         if kind in ("queued", "running", "requeued"):
             self._scheduled(kind, now)
@@ -298,7 +311,9 @@ class Judge:
             self._fail(s, now)
             self.fatal = True
         elif kind in ("exception", "traceback"):
-            if self.ready is not None and not self.fatal:
+            if s.data.get("level") in _HANDLED_LEVELS:
+                self._unused(s, "handled")  # logged as a warning: the server handled it
+            elif self.ready is not None and not self.fatal:
                 self.after_ready.append(s)
                 del self.after_ready[:-16]
                 self._unused(s, "after_ready")
@@ -368,8 +383,7 @@ class Judge:
     def _list(into: list[dict[str, Any]], seen: set[tuple[str, str]], line: str, lineno: int, rule: str) -> None:
         """List a scary line as ignored, once: copies of a message whose
         prefixes differ only in numbers (timestamps, ranks, pids) are one line."""
-        message = parse(line).message
-        key = (rule, _DIGITS.sub("0", line[:len(line) - len(message)]) + message)
+        key = (rule, copy_key(line))
         if len(into) < MAX_BENIGN and key not in seen:
             seen.add(key)
             into.append({"line": line, "lineno": lineno, "rule": rule})

@@ -123,7 +123,7 @@ class Assembler:
             return [Signal("traceback", block.lineno, block.text, origin=block.origin)]
         return [
             Signal("exception", lineno, line.text, origin=line.origin,
-                   data={"message": line.message, "chain": i, "traceback": block.lineno,
+                   data={"message": line.message, "chain": i, "traceback": block.lineno, "level": line.level,
                          "header": block.text, "details": block.details.get(lineno, [])})
             for i, (lineno, line) in enumerate(block.exceptions)
         ]

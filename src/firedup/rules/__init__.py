@@ -74,6 +74,9 @@ class Pack:
     command: tuple[re.Pattern, ...]  # command lines that start this family's server
     health: str | None  # the HTTP path that answers 200 once ready
     health_ready: bool = True  # whether that 200 alone means ready (not for SGLang 0.4: 200 before warm-up)
+    # its detect lines are printed by other servers too (a library's logger):
+    # another family's detect line later in the log takes over
+    detect_yields: bool = False
     default_port: int | None = None
     rules: tuple[Rule, ...] = field(default=())
 
@@ -149,6 +152,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         command=tuple(_compile(p, f"{name}.toml command") for p in data.get("command", ())),
         health=data.get("health"),
         health_ready=data.get("health_ready", True),
+        detect_yields=data.get("detect_yields", False),
         default_port=data.get("default_port"),
         rules=tuple(rules),
     )
