@@ -611,3 +611,20 @@ def test_a_segmentation_fault_after_a_request_error_is_a_segfault():
             "[67d371949311:1722 :0:1777] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x0)\n")
     v = run.finish()
     assert v.outcome == "failed" and v.cause == "segfault" and "Caught signal 11" in v.evidence["line"]
+
+
+@pytest.mark.parametrize("text,server", [
+    ("[transformers] The tokenizer you are loading from '/m' with an incorrect regex pattern: https://x\n"
+     "[TM][WARN][0912.11:44:07.043272][nccl.cu:81] Window registration may cause memory leaks in NCCL 2.27\n"
+     "INFO:     Uvicorn running on http://0.0.0.0:17891 (Press CTRL+C to quit)\n", "lmdeploy"),
+    ("INFO 02-17 02:35:21 __init__.py:190] Automatically detected platform cuda.\n"
+     "[2025-02-17 02:35:25] server_args=ServerArgs(model_path='m', tp_size=1)\n"
+     "[2025-02-17 02:35:40] The server is fired up and ready to roll!\n", "sglang"),
+    ("INFO 02-17 02:35:21 __init__.py:190] Automatically detected platform cuda.\n"
+     "INFO:     Application startup complete.\n", "vllm"),
+])
+def test_a_line_other_servers_print_too_names_the_family_only_until_another_shows(text, server):
+    run = Run()
+    run.log(text)
+    v = run.finish()
+    assert v.server == server and v.outcome == "ready"

@@ -33,8 +33,9 @@ _CALM_LEVELS = ("INFO", "DEBUG")
 def _prefilter(ruleset: RuleSet, detect: bool, ready: bool) -> Prefilter:
     """The compiled prefilter for a stage of reading, one per rule set and stage.
 
-    Each pattern's tag is its rule, a family name (a detect pattern, while the
-    family is unknown) or None (traceback shapes). After ready, the rules that
+    Each pattern's tag is its rule, a (family, weak) pair (a detect pattern,
+    while the family is unknown or was found from a weak detect line) or None
+    (traceback shapes). After ready, the rules that
     follow start-up (phases, progress, heartbeats, request stats) are left
     out, so request traffic costs nothing but the scan."""
     key = (id(ruleset), detect, ready)
@@ -44,7 +45,8 @@ def _prefilter(ruleset: RuleSet, detect: bool, ready: bool) -> Prefilter:
             if not ready or rule.kind in _AFTER_READY or rule.start
         ]
         if detect:
-            pairs += [(p.pattern, pack.family) for pack in ruleset.packs.values() for p in pack.detect]
+            pairs += [(p.pattern, (pack.family, False)) for pack in ruleset.packs.values() for p in pack.detect]
+            pairs += [(p.pattern, (pack.family, True)) for pack in ruleset.packs.values() for p in pack.detect_weak]
         pairs += [(p, None) for p in tracebacks.PREFILTER]
         _PREFILTERS[key] = Prefilter([p for p, _ in pairs], [t for _, t in pairs])
     return _PREFILTERS[key]
@@ -66,7 +68,7 @@ class Engine:
         if server is not None and server not in self.ruleset.packs:
             raise ValueError(f"unknown server {server!r}")
         self.family = server
-        self._detected = server is None  # the family comes from the log, not from --server
+        self._weak = False  # the family was found from a line other servers print too
         self._ready = False
         self.scanner = Scanner(self._stage())
         self.tracebacks = tracebacks.Assembler()
@@ -130,7 +132,7 @@ class Engine:
         return out
 
     def _stage(self) -> Prefilter:
-        return _prefilter(self.ruleset, detect=self.family is None or self._yields(), ready=self._ready)
+        return _prefilter(self.ruleset, detect=self.family is None or self._weak, ready=self._ready)
 
     def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal]) -> int:
         line = lines.parse(segment.decode("utf-8", "replace"))
@@ -140,10 +142,11 @@ class Engine:
         for tag in tags:
             if isinstance(tag, Rule):
                 candidates.append(tag)
-            elif isinstance(tag, str) and (self.family is None or (tag != self.family and self._yields())):
-                replaces, self.family = self.family, tag
+            elif isinstance(tag, tuple) and (self.family is None or (self._weak and not tag[1] and tag[0] != self.family)):
+                # the first detect line names the family; a weak one gives way to another family's strong one
+                replaces, (self.family, self._weak) = self.family, tag
                 self.scanner.prefilter = self._stage()
-                out.append(Signal("detect", lineno, line.text, data={"server": tag, "replaces": replaces}))
+                out.append(Signal("detect", lineno, line.text, data={"server": self.family, "replaces": replaces}))
         closed = self.tracebacks.feed(lineno, line)
         self.scanner.dense = self.tracebacks.open or self._block is not None
         if self.tracebacks.absorbed:
@@ -156,12 +159,6 @@ class Engine:
             return 0
         self._release(out)
         return self._read(*held, out)
-
-    def _yields(self) -> bool:
-        """Whether the family found so far gives way to another's detect
-        line: it was found from a line other servers print too (transformers'
-        logger), not given with --server."""
-        return self._detected and self.family is not None and self.ruleset.packs[self.family].detect_yields
 
     def _release(self, out: list[Signal]) -> None:
         held, self._held = self._held, []

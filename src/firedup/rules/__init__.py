@@ -74,9 +74,9 @@ class Pack:
     command: tuple[re.Pattern, ...]  # command lines that start this family's server
     health: str | None  # the HTTP path that answers 200 once ready
     health_ready: bool = True  # whether that 200 alone means ready (not for SGLang 0.4: 200 before warm-up)
-    # its detect lines are printed by other servers too (a library's logger):
-    # another family's detect line later in the log takes over
-    detect_yields: bool = False
+    # lines that show this family unless another family's detect line shows
+    # later: other servers print them too (a library they load: its logger, its paths)
+    detect_weak: tuple[re.Pattern, ...] = ()
     default_port: int | None = None
     rules: tuple[Rule, ...] = field(default=())
 
@@ -152,7 +152,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         command=tuple(_compile(p, f"{name}.toml command") for p in data.get("command", ())),
         health=data.get("health"),
         health_ready=data.get("health_ready", True),
-        detect_yields=data.get("detect_yields", False),
+        detect_weak=tuple(_compile(p, f"{name}.toml detect_weak") for p in data.get("detect_weak", ())),
         default_port=data.get("default_port"),
         rules=tuple(rules),
     )
