@@ -69,6 +69,7 @@ class Engine:
             raise ValueError(f"unknown server {server!r}")
         self.family = server
         self._weak = False  # the family was found from a line other servers print too
+        self._weak_until = 0  # ... and another family's detect line may still show until this line
         self._ready = False
         self.scanner = Scanner(self._stage())
         self.tracebacks = tracebacks.Assembler()
@@ -139,12 +140,19 @@ class Engine:
         if self._block is not None and self._extend_block(line, out):
             return 0
         candidates: list[Rule] = []
+        if self._weak and lineno > self._weak_until:
+            self._settle_family()  # no other family showed: the weak line was right
         for tag in tags:
             if isinstance(tag, Rule):
                 candidates.append(tag)
-            elif isinstance(tag, tuple) and (self.family is None or (self._weak and not tag[1] and tag[0] != self.family)):
-                # the first detect line names the family; a weak one gives way to another family's strong one
+            elif isinstance(tag, tuple) and (self.family is None or (self._weak and not tag[1])):
+                # the first detect line names the family; a weak one gives way to a
+                # strong one, of another family or (confirming it) of its own
+                if tag[0] == self.family:
+                    self._settle_family()
+                    continue
                 replaces, (self.family, self._weak) = self.family, tag
+                self._weak_until = lineno + HOLD_LINES
                 self.scanner.prefilter = self._stage()
                 out.append(Signal("detect", lineno, line.text, data={"server": self.family, "replaces": replaces}))
         closed = self.tracebacks.feed(lineno, line)
@@ -159,6 +167,11 @@ class Engine:
             return 0
         self._release(out)
         return self._read(*held, out)
+
+    def _settle_family(self) -> None:
+        """Stop looking for another family (detect lines no longer scanned)."""
+        self._weak = False
+        self.scanner.prefilter = self._stage()
 
     def _release(self, out: list[Signal]) -> None:
         held, self._held = self._held, []

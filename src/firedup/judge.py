@@ -383,8 +383,10 @@ class Judge:
     def _list(into: list[dict[str, Any]], seen: set[tuple[str, str]], line: str, lineno: int, rule: str) -> None:
         """List a scary line as ignored, once: copies of a message whose
         prefixes differ only in numbers (timestamps, ranks, pids) are one line."""
+        if len(into) >= MAX_BENIGN:
+            return
         key = (rule, copy_key(line))
-        if len(into) < MAX_BENIGN and key not in seen:
+        if key not in seen:
             seen.add(key)
             into.append({"line": line, "lineno": lineno, "rule": rule})
 
