@@ -22,27 +22,31 @@ HOLD_LINES = 2000
 # A configuration printed over many lines (Rust's {:#?}) is read this far at most.
 BLOCK_LINES = 500
 
-_PREFILTERS: dict[tuple[int, bool, bool], Prefilter] = {}
+_PREFILTERS: dict[tuple[int, bool, int], Prefilter] = {}
 # Once a server is ready only these can still change the verdict or explain it.
 _AFTER_READY = ("fatal", "cause", "benign", "stopped")
+# Benign lines after ready only fill the verdict's list of ignored lines (the
+# judge keeps 50): after this many the prefilter leaves benign rules out.
+BENIGN_AFTER_READY = 200
 # Lines at these levels, outside a traceback and not heartbeats or shutdown
 # lines, show a server going on after an exception it logged.
 _CALM_LEVELS = ("INFO", "DEBUG")
 
 
-def _prefilter(ruleset: RuleSet, detect: bool, ready: bool) -> Prefilter:
+def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
     """The compiled prefilter for a stage of reading, one per rule set and stage.
 
     Each pattern's tag is its rule, a (family, weak) pair (a detect pattern,
     while the family is unknown or was found from a weak detect line) or None
-    (traceback shapes). After ready, the rules that
-    follow start-up (phases, progress, heartbeats, request stats) are left
-    out, so request traffic costs nothing but the scan."""
+    (traceback shapes). After ready (``ready`` 1), the rules that follow
+    start-up (phases, progress, heartbeats, request stats) are left out, so
+    request traffic costs nothing but the scan; once enough benign lines were
+    read after ready (``ready`` 2), the benign rules too."""
     key = (id(ruleset), detect, ready)
     if key not in _PREFILTERS:
         pairs: list[tuple[str, Any]] = [
             (rule.pattern.pattern, rule) for rule in ruleset.rules
-            if not ready or rule.kind in _AFTER_READY or rule.start
+            if not ready or (rule.kind in _AFTER_READY and not (ready == 2 and rule.kind == "benign")) or rule.start
         ]
         if detect:
             pairs += [(p.pattern, (pack.family, False)) for pack in ruleset.packs.values() for p in pack.detect]
@@ -69,6 +73,7 @@ class Engine:
             raise ValueError(f"unknown server {server!r}")
         self.family = server
         self._weak = False  # the family was found from a line other servers print too
+        self._benign_after_ready = 0
         self._weak_until = 0  # ... and another family's detect line may still show until this line
         self._ready = False
         self.scanner = Scanner(self._stage())
@@ -133,7 +138,8 @@ class Engine:
         return out
 
     def _stage(self) -> Prefilter:
-        return _prefilter(self.ruleset, detect=self.family is None or self._weak, ready=self._ready)
+        ready = 0 if not self._ready else 2 if self._benign_after_ready >= BENIGN_AFTER_READY else 1
+        return _prefilter(self.ruleset, detect=self.family is None or self._weak, ready=ready)
 
     def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal]) -> int:
         line = lines.parse(segment.decode("utf-8", "replace"))
@@ -192,7 +198,12 @@ class Engine:
             return 0  # frames of a traceback are not warnings
         if rule.kind == "ready" or rule.start:
             self._ready = rule.kind == "ready"
+            self._benign_after_ready = 0
             self.scanner.prefilter = self._stage()
+        elif rule.kind == "benign" and self._ready:
+            self._benign_after_ready += 1
+            if self._benign_after_ready == BENIGN_AFTER_READY:
+                self.scanner.prefilter = self._stage()
         if rule.kind == "config" and rule.format == "rust" and line.text.endswith("{"):
             # pretty-printed: the fields follow, one a line, up to a lone "}"
             self._block = _Block(rule, lineno, line, m.groupdict())
