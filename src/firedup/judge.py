@@ -447,6 +447,8 @@ class Judge:
         if self.stall is not None and now - self.last_evidence >= max(self.stall, self.stall_for.get(self.phase, 0)):
             if self.candidates:
                 return self._failed(now)
+            if self.stopped is not None and self.ready is None:
+                return self._verdict("stalled", now, self._evidence_of(self._before_stop()))
             return self._verdict("stalled", now, self._last_line())
         return None
 
