@@ -9,6 +9,7 @@ import json
 import pytest
 
 from firedup import Outcome, diagnose
+from firedup.judge import copy_key
 from firedup.lines import clean
 
 from .conftest import FIXTURES, corpus_logs, needs_corpus, run_cli
@@ -65,9 +66,11 @@ def check(log):
     assert got["evidence"]["line"] in clean(physical)
 
     ignored = {b["line"] for b in got["benign"]}
+    copies = {copy_key(line) for line in ignored}  # the benign list keeps one copy of a message
     for scary in label["benign_scary_lines"]:
         assert clean(scary) != got["evidence"]["line"]
-        assert clean(scary) in ignored, f"benign line not reported as ignored: {scary!r}"
+        assert clean(scary) in ignored or copy_key(clean(scary)) in copies, \
+            f"benign line not reported as ignored: {scary!r}"
 
     if label["server"] != "other" and got["server"] is not None:
         assert got["server"] == label["server"]

@@ -458,10 +458,13 @@ def test_a_stop_from_outside_after_ready_is_ready():
 
 def test_a_stop_from_outside_before_ready_is_incomplete():
     run = Run()
-    run.log(VLLM_START + "INFO 05-26 18:56:23 [ray_utils.py:233] Waiting for creating a placement group\n"
+    run.log(VLLM_START + "INFO 05-26 18:56:23 [ray_utils.py:233] Waiting for creating a placement group of specs for "
+            "150 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}].\n"
             "ERROR 05-26 18:58:11 [engine.py:448] SystemExit: 15\n"
             "Traceback (most recent call last):\n  File \"e.py\", line 1, in run\nKeyboardInterrupt\n")
-    assert run.finish().outcome == "incomplete"
+    v = run.finish()
+    assert v.outcome == "incomplete"
+    assert "Waiting for creating a placement group" in v.evidence["line"]  # where it had got, not the stop
 
 
 def test_a_crash_after_ready_is_failed_with_how_long_it_had_been_ready():
@@ -483,3 +486,145 @@ def test_a_time_limit_before_ready_fails_the_start_and_after_ready_only_stops_it
     served = Run()
     served.log(VLLM_START + VLLM_READY + limit, at=1)
     assert served.finish().outcome == "ready"
+
+
+# -- lines listed as ignored (the verdict's benign list) ---------------------
+
+def _ignored(verdict) -> list[str]:
+    return [b["line"] for b in verdict.benign]
+
+
+def test_errors_that_did_not_decide_the_verdict_are_listed_as_ignored():
+    run = Run()
+    run.log(VLLM_START
+            + "Traceback (most recent call last):\n  File \"h.py\", line 1, in get\n"
+            "TimeoutError: The read operation timed out\n"  # handled: start-up went on
+            "WARNING 10-12 00:26:51 [x.py:1] ModuleNotFoundError: No module named 'torch'\n"  # a cause line, no failure
+            + VLLM_READY
+            + "ERROR 10-12 00:27:00 [serving_chat.py:203] ValueError: This model's maximum context length is 2048 tokens.\n"
+            "(APIServer pid=1) KeyboardInterrupt: terminated\n")
+    v = run.finish()
+    assert v.outcome == "ready"
+    ignored = _ignored(v)
+    assert "Traceback (most recent call last):" in ignored
+    assert "TimeoutError: The read operation timed out" in ignored
+    assert any("No module named 'torch'" in line for line in ignored)
+    assert any("maximum context length" in line for line in ignored)
+    assert "(APIServer pid=1) KeyboardInterrupt: terminated" in ignored
+
+
+def test_a_failure_lists_lines_naming_another_cause_but_not_its_own_copies():
+    v = _failed("ImportError: /x/common_ops.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEab\n"
+                "ModuleNotFoundError: No module named 'common_ops'\n"
+                "[rank1]: ImportError: /x/common_ops.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEab\n")
+    assert v.cause == "undefined_symbol"
+    ignored = _ignored(v)
+    assert "ModuleNotFoundError: No module named 'common_ops'" in ignored
+    assert not any("undefined symbol" in line for line in ignored)
+
+
+def test_a_warning_of_another_worker_inside_a_traceback_is_listed():
+    v = _failed("(EngineCore pid=1) Traceback (most recent call last):\n"
+                "(EngineCore pid=1)   File \"w.py\", line 1, in init\n"
+                "[rank0]:[W1031 16:32:25.371256416 ProcessGroupNCCL.cpp:1538] Warning: WARNING: destroy_process_group() was not called\n"
+                "(EngineCore pid=1) ValueError: Free memory on device (5.92/79.19 GiB) on startup is less than desired "
+                "GPU memory utilization (0.9, 71.27 GiB).\n", server="vllm")
+    assert v.cause == "cuda_oom"
+    assert any("destroy_process_group" in line for line in _ignored(v))
+
+
+def test_copies_of_a_warning_are_listed_once_but_other_messages_are_not_merged():
+    run = Run(server="sglang")
+    run.log("[2025-04-09 05:05:03] Ignore import error when loading sglang.srt.models.a: cannot import name 'X' from 'transformers'\n"
+            "[2025-04-09 05:05:04] Ignore import error when loading sglang.srt.models.b: cannot import name 'X' from 'transformers'\n"
+            "[2025-04-09 05:05:09] Ignore import error when loading sglang.srt.models.a: cannot import name 'X' from 'transformers'\n"
+            "[2025-04-09 05:05:21] The server is fired up and ready to roll!\n")
+    v = run.finish()
+    assert [b["lineno"] for b in v.benign] == [1, 2]
+
+
+def test_an_unambiguous_message_in_a_window_with_no_banner_names_its_cause():
+    v = _failed("[rank0]: ValueError: The model's max seq len (32768) is larger than the "
+                "maximum number of tokens that can be stored in KV cache (21104). Try increasing "
+                "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n")
+    assert v.cause == "kv_cache_too_small"
+    v = _failed("[sgl_kernel] CRITICAL: Could not load any common_ops library!\n"
+                "Error details from previous import attempts:\n"
+                "- ModuleNotFoundError: No module named 'common_ops'\n"
+                "- ImportError: /x/sgl_kernel/sm100/common_ops.abi3.so: undefined symbol: _ZNK3c106SymInt6sym_neERKS0_\n")
+    assert v.cause == "undefined_symbol" and v.evidence["line"].startswith("- ImportError:")
+
+
+def test_a_fatal_line_that_repeats_the_message_of_a_line_just_before_it_gives_way_to_that_first_copy():
+    stub = ("I1129 08:28:33.928915 15088 pb_stub.cc:325] Failed to initialize Python stub: ValueError: "
+            "The NVIDIA driver on your system is too old (found version 11040).")
+    v = _failed(stub + "\nE1129 08:28:34.285773 15088 backend_model.cc:634] ERROR: Failed to create instance: "
+                "ValueError: The NVIDIA driver on your system is too old (found version 11040).\n", server="trtllm")
+    assert v.cause == "driver_mismatch" and v.evidence["line"] == stub
+
+
+def test_a_fatal_line_opening_a_traceback_gives_the_evidence_to_its_exception():
+    v = _failed("[2024-12-13 01:47:34] Initialization failed. warmup error: Traceback (most recent call last):\n"
+                "  File \"server.py\", line 621, in _wait_and_warmup\n"
+                "AssertionError: res=<Response [502]>, res.text=''\n", server="sglang")
+    assert v.cause == "warmup_failed" and v.evidence["line"] == "AssertionError: res=<Response [502]>, res.text=''"
+    v = _failed("[2024-12-13 01:47:34] Initialization failed. warmup error: Traceback (most recent call last):\n"
+                "  File \"server.py\", line 621, in _wait_and_warmup\n"
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n", server="sglang")
+    assert v.cause == "cuda_oom"  # a warm-up that ran out of memory: the memory is the cause
+
+
+def test_an_exception_naming_no_cause_gives_way_to_the_cause_its_output_names():
+    v = _failed("RuntimeError: ninja exited with status 1\n"
+                "[1/2] c++ -shared x.o -o x.so\n/usr/bin/ld: cannot find -lcudart\n"
+                "ninja: build stopped: subcommand failed.\n")
+    assert v.cause == "compile_error" and v.evidence["line"] == "/usr/bin/ld: cannot find -lcudart"
+
+
+def test_a_traceback_logged_as_a_warning_was_handled():
+    v = _failed("(EngineCore pid=1) WARNING 06-23 15:43:18 [import_utils.py:408] Module deep_gemm was found but failed to import\n"
+                "(EngineCore pid=1) WARNING 06-23 15:43:18 [import_utils.py:408] Traceback (most recent call last):\n"
+                "(EngineCore pid=1) WARNING 06-23 15:43:18 [import_utils.py:408]   File \"d.py\", line 117, in _find_cuda_home\n"
+                "(EngineCore pid=1) WARNING 06-23 15:43:18 [import_utils.py:408] AssertionError\n"
+                "(EngineCore pid=1) ERROR 06-23 15:43:19 [core.py:1195] EngineCore failed to start.\n"
+                "(EngineCore pid=1) ERROR 06-23 15:43:19 [core.py:1195] Traceback (most recent call last):\n"
+                "(EngineCore pid=1) ERROR 06-23 15:43:19 [core.py:1195]   File \"f.py\", line 1, in build\n"
+                "(EngineCore pid=1) ERROR 06-23 15:43:19 [core.py:1195] RuntimeError: Could not find nvcc and default "
+                "cuda_home='/usr/local/cuda' doesn't exist\n", server="vllm")
+    assert v.cause == "compile_error" and "Could not find nvcc" in v.evidence["line"]
+    assert any(line.endswith("] AssertionError") for line in _ignored(v))
+
+
+def test_a_window_that_starts_with_a_served_request_is_ready():
+    run = Run()
+    run.log('INFO:     172.22.0.4:42970 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+            "Traceback (most recent call last):\n  File \"vl.py\", line 150, in preprocess\n"
+            "ValueError: unsupported modality image_url\n")
+    v = run.finish()
+    assert v.outcome == "ready" and "ValueError: unsupported modality image_url" in _ignored(v)
+
+
+def test_a_segmentation_fault_after_a_request_error_is_a_segfault():
+    run = Run()
+    run.log(VLLM_START + VLLM_READY + "AssertionError: The max KV cache length of input sequences (3646) exceeds the "
+            "KV cache manager's maximum supported length (2049).\n"
+            "[67d371949311:1722 :0:1777] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x0)\n")
+    v = run.finish()
+    assert v.outcome == "failed" and v.cause == "segfault" and "Caught signal 11" in v.evidence["line"]
+
+
+@pytest.mark.parametrize("text,server", [
+    ("[transformers] The tokenizer you are loading from '/m' with an incorrect regex pattern: https://x\n"
+     "[TM][WARN][0912.11:44:07.043272][nccl.cu:81] Window registration may cause memory leaks in NCCL 2.27\n"
+     "INFO:     Uvicorn running on http://0.0.0.0:17891 (Press CTRL+C to quit)\n", "lmdeploy"),
+    ("INFO 02-17 02:35:21 __init__.py:190] Automatically detected platform cuda.\n"
+     "[2025-02-17 02:35:25] server_args=ServerArgs(model_path='m', tp_size=1)\n"
+     "[2025-02-17 02:35:40] The server is fired up and ready to roll!\n", "sglang"),
+    ("INFO 02-17 02:35:21 __init__.py:190] Automatically detected platform cuda.\n"
+     "INFO:     Application startup complete.\n", "vllm"),
+])
+def test_a_line_other_servers_print_too_names_the_family_only_until_another_shows(text, server):
+    run = Run()
+    run.log(text)
+    v = run.finish()
+    assert v.server == server and v.outcome == "ready"

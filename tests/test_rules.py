@@ -18,6 +18,25 @@ def test_rule_reads_its_examples(rule):
         assert read and read[0] == rule.id, f"{example!r} was read as {read}"
 
 
+UNGATED = [r for r in ALL_RULES if not r.gated]
+
+
+@pytest.mark.parametrize("rule", UNGATED, ids=[r.id for r in UNGATED])
+def test_an_ungated_rule_reads_its_examples_with_the_family_unknown(rule):
+    assert rule.family != "generic"
+    for example in rule.examples:
+        engine = Engine()
+        signals = engine.feed(example.encode() + b"\n") + engine.close()
+        read = [s.rule.id for s in signals if s.rule is not None and s.kind == rule.kind]
+        assert read and read[0] == rule.id, f"{example!r} was read as {read}"
+
+
+def test_a_gated_rule_waits_for_its_family():
+    engine = Engine()
+    line = b"[2025-04-09 05:05:13 TP0] Load weight begin. avail mem=59.60 GB\n"  # sglang-load-weight
+    assert not [s for s in engine.feed(line) + engine.close() if s.kind == "phase"]
+
+
 def test_every_cause_slug_has_a_rule():
     named = {r.cause for r in ALL_RULES if r.cause}
     assert set(rules.CAUSES) - {"other"} <= named

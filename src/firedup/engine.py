@@ -21,29 +21,35 @@ HOLD_LINES = 2000
 # A configuration printed over many lines (Rust's {:#?}) is read this far at most.
 BLOCK_LINES = 500
 
-_PREFILTERS: dict[tuple[int, bool, bool], Prefilter] = {}
+_PREFILTERS: dict[tuple[int, bool, int], Prefilter] = {}
 # Once a server is ready only these can still change the verdict or explain it.
 _AFTER_READY = ("fatal", "cause", "benign", "stopped")
+# Benign lines after ready only fill the verdict's list of ignored lines (the
+# judge keeps 50): after this many the prefilter leaves benign rules out.
+BENIGN_AFTER_READY = 200
 # Lines at these levels, outside a traceback and not heartbeats or shutdown
 # lines, show a server going on after an exception it logged.
 _CALM_LEVELS = ("INFO", "DEBUG")
 
 
-def _prefilter(ruleset: RuleSet, detect: bool, ready: bool) -> Prefilter:
+def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
     """The compiled prefilter for a stage of reading, one per rule set and stage.
 
-    Each pattern's tag is its rule, a family name (a detect pattern, while the
-    family is unknown) or None (traceback shapes). After ready, the rules that
-    follow start-up (phases, progress, heartbeats, request stats) are left
-    out, so request traffic costs nothing but the scan."""
+    Each pattern's tag is its rule, a (family, weak) pair (a detect pattern,
+    while the family is unknown or was found from a weak detect line) or None
+    (traceback shapes). After ready (``ready`` 1), the rules that follow
+    start-up (phases, progress, heartbeats, request stats) are left out, so
+    request traffic costs nothing but the scan; once enough benign lines were
+    read after ready (``ready`` 2), the benign rules too."""
     key = (id(ruleset), detect, ready)
     if key not in _PREFILTERS:
         pairs: list[tuple[str, Any]] = [
             (rule.pattern.pattern, rule) for rule in ruleset.rules
-            if not ready or rule.kind in _AFTER_READY or rule.start
+            if not ready or (rule.kind in _AFTER_READY and not (ready == 2 and rule.kind == "benign")) or rule.start
         ]
         if detect:
-            pairs += [(p.pattern, pack.family) for pack in ruleset.packs.values() for p in pack.detect]
+            pairs += [(p.pattern, (pack.family, False)) for pack in ruleset.packs.values() for p in pack.detect]
+            pairs += [(p.pattern, (pack.family, True)) for pack in ruleset.packs.values() for p in pack.detect_weak]
         pairs += [(p, None) for p in tracebacks.PREFILTER]
         _PREFILTERS[key] = Prefilter([p for p, _ in pairs], [t for _, t in pairs])
     return _PREFILTERS[key]
@@ -65,6 +71,9 @@ class Engine:
         if server is not None and server not in self.ruleset.packs:
             raise ValueError(f"unknown server {server!r}")
         self.family = server
+        self._weak = False  # the family was found from a line other servers print too
+        self._benign_after_ready = 0
+        self._weak_until = 0  # ... and another family's detect line may still show until this line
         self._ready = False
         self.scanner = Scanner(self._stage())
         self.tracebacks = tracebacks.Assembler()
@@ -128,25 +137,34 @@ class Engine:
         return out
 
     def _stage(self) -> Prefilter:
-        return _prefilter(self.ruleset, detect=self.family is None, ready=self._ready)
+        ready = 0 if not self._ready else 2 if self._benign_after_ready >= BENIGN_AFTER_READY else 1
+        return _prefilter(self.ruleset, detect=self.family is None or self._weak, ready=ready)
 
     def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal]) -> int:
         line = lines.parse(segment.decode("utf-8", "replace"))
         if self._block is not None and self._extend_block(line, out):
             return 0
         candidates: list[Rule] = []
+        if self._weak and lineno > self._weak_until:
+            self._settle_family()  # no other family showed: the weak line was right
         for tag in tags:
             if isinstance(tag, Rule):
                 candidates.append(tag)
-            elif isinstance(tag, str) and self.family is None:
-                self.family = tag
+            elif isinstance(tag, tuple) and (self.family is None or (self._weak and not tag[1])):
+                # the first detect line names the family; a weak one gives way to a
+                # strong one, of another family or (confirming it) of its own
+                if tag[0] == self.family:
+                    self._settle_family()
+                    continue
+                replaces, (self.family, self._weak) = self.family, tag
+                self._weak_until = lineno + HOLD_LINES
                 self.scanner.prefilter = self._stage()
-                out.append(Signal("detect", lineno, line.text, data={"server": tag}))
+                out.append(Signal("detect", lineno, line.text, data={"server": self.family, "replaces": replaces}))
         closed = self.tracebacks.feed(lineno, line)
         self.scanner.dense = self.tracebacks.open or self._block is not None
         if self.tracebacks.absorbed:
             candidates = []  # a frame's source line is code, not a message
-        held = (lineno, line, candidates, closed, self.tracebacks.open)
+        held = (lineno, line, candidates, closed, self.tracebacks.consumed)
         if self.family is None and len(self._held) < HOLD_LINES:
             # Which family wrote the log is often said a few lines later
             # (TGI's panic comes before the launcher's lines): wait for it.
@@ -155,13 +173,18 @@ class Engine:
         self._release(out)
         return self._read(*held, out)
 
+    def _settle_family(self) -> None:
+        """Stop looking for another family (detect lines no longer scanned)."""
+        self._weak = False
+        self.scanner.prefilter = self._stage()
+
     def _release(self, out: list[Signal]) -> None:
         held, self._held = self._held, []
         for item in held:
             self._read(*item, out)
 
     def _read(self, lineno: int, line: lines.Line, candidates: list[Rule], closed: list[Signal],
-              in_traceback: bool, out: list[Signal]) -> int:
+              in_block: bool, out: list[Signal]) -> int:
         out += self._attach(closed)
         found = self._match(line, sorted(set(candidates), key=lambda r: r.index))
         if found is None:
@@ -170,11 +193,16 @@ class Engine:
         signal = self._signal(rule, m.groupdict(), lineno, line)
         if rule.kind == "fatal" and rule.cause is None:
             signal = replace(signal, explains=self._cause_of(line))
-        elif rule.kind == "benign" and in_traceback:
+        elif rule.kind == "benign" and in_block:
             return 0  # frames of a traceback are not warnings
         if rule.kind == "ready" or rule.start:
             self._ready = rule.kind == "ready"
+            self._benign_after_ready = 0
             self.scanner.prefilter = self._stage()
+        elif rule.kind == "benign" and self._ready:
+            self._benign_after_ready += 1
+            if self._benign_after_ready == BENIGN_AFTER_READY:
+                self.scanner.prefilter = self._stage()
         if rule.kind == "config" and rule.format == "rust" and line.text.endswith("{"):
             # pretty-printed: the fields follow, one a line, up to a lone "}"
             self._block = _Block(rule, lineno, line, m.groupdict())
@@ -211,9 +239,10 @@ class Engine:
         """The first rule in priority order that matches the line's message (or whole text).
 
         A family's rules apply once the log (or --server) says which family
-        wrote it; until then only the generic pack reads lines."""
+        wrote it; until then only the generic pack and the rules whose
+        wording is their family's alone (``gated = false``) read lines."""
         for rule in candidates:
-            if rule.family != "generic" and rule.family != self.family:
+            if rule.family != "generic" and rule.family != self.family and (rule.gated or self.family is not None):
                 continue
             m = rule.pattern.search(line.message)
             if m is None and line.text is not line.message:

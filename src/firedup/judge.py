@@ -20,6 +20,8 @@ Rules for the outcome:
   a finished log with that exception is), not ``stalled``;
 - after ready, exceptions are request or shutdown noise unless the process then
   exits with an error;
+- an exception whose traceback a logger wrote at WARNING (or INFO, DEBUG)
+  level was handled by the server: it is listed as ignored, never a failure;
 - a ready line printed before the port is bound (uvicorn's "Application
   startup complete.") waits, without a health probe, ``settle`` seconds for
   the bind to fail;
@@ -30,7 +32,8 @@ Rules for the outcome:
 - a stop from outside (a ``stopped`` line: SIGTERM, SIGINT, Ctrl-C, exit code
   -15 or 143) is no failure: the errors that follow it are the stop's. After
   ready the outcome stays ``ready``; before ready, with no failure before the
-  stop, the run never got there (``incomplete``, or ``stalled`` live). A real
+  stop, the run never got there (``incomplete``, or ``stalled`` live), and the
+  evidence is where it had got: the last line a rule read before the stop. A real
   crash after ready (an abort, a device assert, a dead engine: a ``fatal``
   line) is ``failed``, with a note of how long the server had been ready.
 
@@ -41,29 +44,62 @@ exception lines, tracebacks cut short), in log order, the root is
    fallback whose own ImportError (an undefined symbol, a missing library) is
    the cause, later in the chain;
 3. else the first error message: an exception naming no cause, or a line
-   naming a consequence (``segfault``: an abort is how C++ ends on an uncaught
-   error, ``terminate called ...`` after a Python or NCCL error;
+   naming a consequence (an abort, ``segfault``: how C++ ends on an uncaught
+   error, ``terminate called ...`` after a Python or NCCL error; a memory
+   fault, "Segmentation fault", is a root of its own;
    ``worker_died``: a process reporting another's death, often after that
-   process's own traceback; ``other``);
+   process's own traceback; ``warmup_failed`` and SGLang's "Capture cuda
+   graph failed": where start-up failed, not why; ``other``);
 4. else the first fatal line naming no cause ("Engine core initialization
    failed"), else the first traceback cut off before its exception.
 "First" makes the first copy of a message repeated by several ranks the
 evidence, and the root of a chain of exceptions (``raise ... from``) its
-first. When the root names no root cause, the nearest cause line before it
-(within CONTEXT_LINES), or else the first after it, names the cause (an NCCL
-watchdog line that a ``terminate called`` follows); it is the evidence too
-unless the root is an exception, whose own line is then the evidence.
+first; a fatal root naming a cause that repeats a message logged just before
+it (within BURST_LINES) gives way to that first copy. When the root names no
+root cause, the nearest cause line before it (within CONTEXT_LINES, and after
+the ready line for a crash while serving), or else the first after it, names
+the cause (an NCCL watchdog line that a ``terminate called`` follows; a
+missing module only when no other cause is near); it is the evidence too
+unless the root is an exception and the cause line comes before it, the
+exception's own line then being the evidence (a cause line after an exception
+is its output: the linker error a "ninja exited with status 1" leaves below
+it). A fatal line that opens a traceback ("Initialization failed. warmup
+error: Traceback ...") gives the evidence to that traceback's exception.
+
+Ignored lines (the verdict's ``benign``): the lines rules read as benign, and
+the scary lines that did not decide the verdict: an exception start-up went on
+after or logged as a warning (with its traceback's header line), an exception while serving unless
+the server then failed, a line naming a cause (unless it names the failure's
+own cause), the lines of a stop from outside and the errors that follow it,
+and the errors of an earlier run in the same log. Copies of one message whose
+prefixes differ only in numbers (timestamps, ranks) are listed once.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._outcome import Outcome
 from .defaults import GRACE
+from .lines import parse
 from .rules import PHASES
 from .signals import Signal
+from .tracebacks import HEADER as _HEADER
+
+# A traceback a logger wrote at these levels is one the server handled.
+_HANDLED_LEVELS = ("WARNING", "INFO", "DEBUG")
+# Kinds of lines that say where a start had got.
+_READ = ("phase", "progress", "heartbeat", "config", "benign", "cause")
+
+
+def copy_key(line: str) -> str:
+    """What copies of one message share: the message, and its prefix with the
+    numbers (timestamps, ranks, pids) left out. The benign list keeps one."""
+    message = parse(line).message
+    return _DIGITS.sub("0", line[:len(line) - len(message)]) + message
+
 
 
 def _weak(s: Signal | None) -> bool:
@@ -72,8 +108,11 @@ def _weak(s: Signal | None) -> bool:
     rule = s.cause_rule if s is not None else None
     return rule is None or rule.cause == "other" or rule.consequence
 MAX_BENIGN = 50
+_DIGITS = re.compile(r"\d+")
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
+# Lines naming one cause this close to each other tell one failure.
+BURST_LINES = 20
 
 OTHER_EXPLANATION = "The server stopped on an error that no rule names; the evidence line is the root error."
 OTHER_REMEDY = "Read the traceback around the evidence line; if it is a new failure mode, add a rule to the pack."
@@ -187,20 +226,28 @@ class Judge:
         self.causes: list[Signal] = []
         self.benign: list[dict[str, Any]] = []
         self._benign_seen: set[tuple[str, str]] = set()
+        # Scary lines that may turn out not to decide the verdict, with why:
+        # "handled" (an exception start-up went on after), "after_ready" (an
+        # exception while serving), "cause" (a line naming a cause), "stopped".
+        self.unused: list[tuple[Signal, str]] = []
         self.exit_code: int | None = None
         self.after_ready: list[Signal] = []
         self.last_line_at = now
         self._calm_lineno = 0  # the last line that showed the server going on
         self._stopping = False  # a shutdown line came after an exception
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
+        self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
 
     # -- input ---------------------------------------------------------------
 
     def feed(self, s: Signal, now: float = 0.0) -> None:
         kind = s.kind
-        if s.rule is not None and s.rule.start and (self.ready or self.candidates or self.fatal):
-            self._reset(now)  # a new run appended to the same log
+        if s.rule is not None and s.rule.start and (self.ready or self.candidates or self.fatal or self.stopped):
+            # a new run appended to the same log: the earlier run's errors are listed as ignored
+            earlier = (self.benign, self._benign_seen, self.unused + [(c, "handled") for c in self.candidates])
+            self._reset(now)
+            self.benign, self._benign_seen, self.unused = earlier
         if kind == "lines":
             self.last_line = s
             self.last_line_at = now
@@ -218,11 +265,14 @@ class Judge:
         if kind == "stopped":
             if self.stopped is None and not self.fatal and not (self.ready is None and self.candidates):
                 self.stopped = s
+            self._unused(s, "stopped")
             return
         if self.stopped is not None and kind in ("fatal", "exception", "traceback"):
+            self._unused(s, "stopped")
             return  # the stop's own noise: interrupted calls, children ending
         if kind == "detect":
-            self.server = self.server or s.data["server"]
+            if self.server is None or self.server == s.data.get("replaces"):
+                self.server = s.data["server"]
             return
         if kind in ("queued", "running", "requeued"):
             self._scheduled(kind, now)
@@ -244,6 +294,8 @@ class Judge:
             if self.ready is None and not self.candidates:
                 self.failure_phase = self.phase
             return
+        if s.rule is not None and kind in _READ and self.stopped is None:
+            self.last_read = s
         if s.rule is not None and s.rule.phase:
             self._enter(s.rule.phase, now)
         if kind == "config":
@@ -254,6 +306,7 @@ class Judge:
         elif kind == "progress":
             self._progress(s, now)
         elif kind == "cause":
+            self._unused(s, "cause")
             self.causes.append(s)
             if len(self.causes) > 64:
                 del self.causes[:32]
@@ -264,9 +317,12 @@ class Judge:
             self._fail(s, now)
             self.fatal = True
         elif kind in ("exception", "traceback"):
-            if self.ready is not None and not self.fatal:
+            if s.data.get("level") in _HANDLED_LEVELS:
+                self._unused(s, "handled")  # logged as a warning: the server handled it
+            elif self.ready is not None and not self.fatal:
                 self.after_ready.append(s)
                 del self.after_ready[:-16]
+                self._unused(s, "after_ready")
             else:
                 self._fail(s, now)
 
@@ -283,6 +339,8 @@ class Judge:
     def _set_ready(self, s: Signal, now: float) -> None:
         self.ready = s
         self.ready_at = now
+        for c in self.candidates:
+            self._unused(c, "handled")
         self.candidates.clear()
         self.pending_since = None
         self._stopping = False
@@ -318,15 +376,56 @@ class Judge:
     def _clear_pending(self) -> None:
         # Start-up went on after the exception: it was handled.
         if self.candidates and not self.fatal:
+            for c in self.candidates:
+                self._unused(c, "handled")
             self.candidates.clear()
             self.pending_since = None
             self._stopping = False
 
     def _benign(self, s: Signal) -> None:
-        key = (s.rule.id, s.line.split("]")[-1][-120:])
-        if len(self.benign) < MAX_BENIGN and key not in self._benign_seen:
-            self._benign_seen.add(key)
-            self.benign.append({"line": s.line, "lineno": s.lineno, "rule": s.rule.id})
+        self._list(self.benign, self._benign_seen, s.line, s.lineno, s.rule.id)
+
+    @staticmethod
+    def _list(into: list[dict[str, Any]], seen: set[tuple[str, str]], line: str, lineno: int, rule: str) -> None:
+        """List a scary line as ignored, once: copies of a message whose
+        prefixes differ only in numbers (timestamps, ranks, pids) are one line."""
+        if len(into) >= MAX_BENIGN:
+            return
+        key = (rule, copy_key(line))
+        if key not in seen:
+            seen.add(key)
+            into.append({"line": line, "lineno": lineno, "rule": rule})
+
+    def _unused(self, s: Signal, why: str) -> None:
+        if len(self.unused) < 4 * MAX_BENIGN:
+            self.unused.append((s, why))
+
+    def _ignored(self, outcome: str, cause: str | None, evidence: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """The benign lines, with the scary lines that did not decide the
+        verdict: exceptions start-up went on after, exceptions while serving
+        (unless it failed), lines naming a cause (unless they name the
+        failure's), the lines of a stop from outside."""
+        at = (evidence or {}).get("lineno")
+        extra: list[tuple[int, str, str]] = []
+        for s, why in self.unused:
+            if s.lineno == at or (outcome == "failed" and (
+                    why == "after_ready" or (why == "cause" and s.cause == cause))):
+                continue
+            if s.kind in ("exception", "traceback"):
+                if s.data.get("header") and s.data.get("traceback") != at:
+                    extra.append((s.data["traceback"], s.data["header"], "exception"))
+                extra.append((s.lineno, s.line, "exception"))
+            else:
+                extra.append((s.lineno, s.line, (s.cause_rule or s.rule).id))
+        if not extra and all(b["lineno"] != at for b in self.benign):
+            return list(self.benign)
+        out: list[dict[str, Any]] = []
+        seen: set[tuple[str, str]] = set()
+        rows = sorted([(b["lineno"], b["line"], b["rule"]) for b in self.benign] + extra, key=lambda r: r[0])
+        for lineno, line, rule in rows:
+            if lineno != at:
+                self._list(out, seen, line, lineno, rule)
+        return out
 
     # -- decisions -----------------------------------------------------------
 
@@ -340,7 +439,7 @@ class Judge:
             if self.ready is not None and (self.exit_code == 0 or self.stopped is not None):
                 return None
             if self.stopped is not None:
-                return self._verdict("stalled", now, self._evidence_of(self.stopped))
+                return self._verdict("stalled", now, self._evidence_of(self._before_stop()))
             return self._failed(now)
         if self.ready is not None:
             if self._ready_confirmed(now):
@@ -354,6 +453,8 @@ class Judge:
         if self.stall is not None and now - self.last_evidence >= max(self.stall, self.stall_for.get(self.phase, 0)):
             if self.candidates:
                 return self._failed(now)
+            if self.stopped is not None and self.ready is None:
+                return self._verdict("stalled", now, self._evidence_of(self._before_stop()))
             return self._verdict("stalled", now, self._last_line())
         return None
 
@@ -401,7 +502,15 @@ class Judge:
             return self._failed(now)
         if self.ready is not None:
             return self._verdict("ready", now, self._evidence_of(self.ready))
+        if self.stopped is not None:
+            return self._verdict("incomplete", now, self._evidence_of(self._before_stop()))
         return self._verdict("incomplete", now, self._last_line())
+
+    def _before_stop(self) -> Signal:
+        """Where a start stopped from outside had got: the last line a rule
+        read before the stop (the stop's own tracebacks say nothing of it)."""
+        assert self.stopped is not None  # called only for a start that was stopped
+        return self.last_read or self.stopped
 
     def _failed(self, now: float) -> Verdict:
         candidates = self.candidates or self.after_ready
@@ -419,22 +528,53 @@ class Judge:
             context = self._context_cause(best)
             if context is not None and (_score(best) <= 1 or not _weak(context)):
                 rule = context.cause_rule
-                if _score(best) <= 1 or best.kind != "exception":
+                if _score(best) <= 1 or best.kind != "exception" or context.lineno > best.lineno:
                     evidence = context
+        elif best.kind == "fatal":
+            evidence = self._first_copy(best)
+        if evidence is best and best.kind == "fatal" and _HEADER.search(best.line):
+            # "Initialization failed. warmup error: Traceback ...": its exception says what failed
+            evidence = next((c for c in candidates if c.kind == "exception"
+                             and c.data.get("traceback") == best.lineno), best)
         if rule is None or rule.cause is None:
             return self._verdict("failed", now, self._evidence_of(evidence), cause="other",
                                  explanation=OTHER_EXPLANATION, remedy=OTHER_REMEDY)
         return self._verdict("failed", now, self._evidence_of(evidence), cause=rule.cause,
                              explanation=rule.explanation, remedy=rule.remedy)
 
+    def _first_copy(self, best: Signal) -> Signal:
+        """The first copy of the message a fatal root repeats, among the lines
+        just before it (each within BURST_LINES of the next): Triton's
+        "Failed to create instance: ValueError: X" after the stub's own
+        "Failed to initialize Python stub: ValueError: X"."""
+        rule = best.cause_rule
+        m = rule.pattern.search(best.line)
+        if m is None:
+            return best
+        found = best
+        for c in reversed(self.causes):
+            if c.lineno >= found.lineno:
+                continue
+            if found.lineno - c.lineno > BURST_LINES:
+                break
+            other = c.cause_rule.pattern.search(c.line) if c.cause_rule is rule else None
+            if other is not None and other.group(0) == m.group(0):
+                found = c
+        return found
+
     def _context_cause(self, best: Signal) -> Signal | None:
         """The cause line nearest before the root (else the first after it),
         one naming a root cause first; of lines naming that cause just before
         it, the first (an NCCL watchdog, then the abort that quotes it)."""
-        before = [c for c in self.causes if best.lineno - CONTEXT_LINES <= c.lineno <= best.lineno]
+        # a line the start-up went on after did not stop it: it explains no crash while serving
+        since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
+        before = [c for c in self.causes if since <= c.lineno <= best.lineno]
         after = [c for c in self.causes if c.lineno > best.lineno]
         near = [*reversed(before), *after]
-        found = next((c for c in near if not _weak(c)), near[0] if near else None)
+        strong = [c for c in near if not _weak(c)]
+        # a missing module is often a fallback's: another cause comes first (see _score)
+        found = next((c for c in strong if c.cause != "missing_module"), strong[0] if strong else
+                     near[0] if near else None)
         if found is not None and found in before:
             for c in reversed(before[:before.index(found)]):
                 if c.cause != found.cause:
@@ -460,7 +600,7 @@ class Judge:
         return Verdict(
             outcome=Outcome(outcome), cause=cause, server=self.server, phase=phase, evidence=evidence,
             explanation=explanation, remedy=remedy, progress=self.progress, config=dict(self.config),
-            benign=list(self.benign), version=self.version, elapsed=now - self.started,
+            benign=self._ignored(outcome, cause, evidence), version=self.version, elapsed=now - self.started,
             phases=phases, exit_code=self.exit_code, notes=self._notes(outcome, now, evidence),
         )
 

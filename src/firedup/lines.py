@@ -13,6 +13,8 @@ ANSI = re.compile(r"\x1b\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x07\x1b]*(
 # stacked prefixes (docker timestamp + SGLang bracket, worker + vLLM level) peel
 # off in any order. Group "origin" names the writer, group "level" the level.
 _PREFIXES = [
+    # a log console's columns, as pasted: "  | 2025-03-07T05:56:27.270Z | "
+    re.compile(r"[\s\xa0]*\| \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z? \| "),
     # docker compose service column: "ollama  | "
     re.compile(r"(?P<origin>[\w.-]+)\s+\| "),
     # ISO / docker timestamps: "2025-02-04 21:21:33 ", "2025-10-13T22:12:09.754618Z  INFO "

@@ -52,13 +52,17 @@ class Assembler:
         # Whether the last line fed was a frame (source code, carets) or a
         # chain separator: rules must not read "raise OSError(98, ...)".
         self.absorbed = False
+        # Whether the last line fed became part of a block (its header, a
+        # frame, an exception line, a continued message): not a warning of its
+        # own. A line of another worker written while a block is open is not.
+        self.consumed = False
 
     @property
     def open(self) -> bool:
         return bool(self._blocks)
 
     def feed(self, lineno: int, line: Line) -> list[Signal]:
-        self.absorbed = False
+        self.absorbed = self.consumed = False
         out: list[Signal] = []
         msg = line.message
         header = HEADER.search(msg)
@@ -67,6 +71,7 @@ class Assembler:
         origin = "" if header and header.start() > 0 else line.origin
         block = self._blocks.get(origin)
         if header:
+            self.consumed = True
             if block is not None and block.state == "chain":
                 block.state = "frames"
                 block.last = lineno
@@ -77,6 +82,7 @@ class Assembler:
             return self._expire(lineno, out)
         if block is not None:
             block.last = lineno
+            self.consumed = True
             if block.state == "frames":
                 if msg[:1].isspace():
                     self.absorbed = True
@@ -93,6 +99,7 @@ class Assembler:
                 # the message goes on, indented (pydantic's "  Value error, ...")
                 block.details.setdefault(block.exceptions[-1][0], []).append((lineno, line))
                 return out
+            self.consumed = False
             out += self._close(block)
         if BARE.match(msg):
             out.append(Signal("exception", lineno, line.text, origin=line.origin, data={"message": msg}))
@@ -116,7 +123,7 @@ class Assembler:
             return [Signal("traceback", block.lineno, block.text, origin=block.origin)]
         return [
             Signal("exception", lineno, line.text, origin=line.origin,
-                   data={"message": line.message, "chain": i, "traceback": block.lineno,
-                         "details": block.details.get(lineno, [])})
+                   data={"message": line.message, "chain": i, "traceback": block.lineno, "level": line.level,
+                         "header": block.text, "details": block.details.get(lineno, [])})
             for i, (lineno, line) in enumerate(block.exceptions)
         ]

@@ -8,6 +8,13 @@ phase (``phase = "weights"``); a ready rule may say that the server prints it
 before it binds its port (``before_bind = true``). Packs of server families
 come before ``generic``, so that a family's reading of a line (a benign
 "No module named ..." probe) wins over the generic one.
+
+A family's rules read a log once the log (or ``--server``) says which family
+wrote it. A rule whose wording no other server prints (vLLM's "Engine core
+initialization failed", SGLang's "Not enough memory. Please try to increase
+--mem-fraction-static") says ``gated = false``: it also reads the lines of a
+log whose family is still unknown (a window pasted without the banner).
+Wordings that could collide with another server's stay gated.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ class Rule:
     # worker): an earlier error, or a cause line nearby, is the root.
     consequence: bool = False
     stop_when_ready: bool = False  # a fatal line that, once the server is ready, only stops it (a time limit)
+    gated: bool = True  # read only once the log's family is known to be the rule's
     examples: tuple[str, ...] = ()
 
 
@@ -64,6 +72,9 @@ class Pack:
     command: tuple[re.Pattern, ...]  # command lines that start this family's server
     health: str | None  # the HTTP path that answers 200 once ready
     health_ready: bool = True  # whether that 200 alone means ready (not for SGLang 0.4: 200 before warm-up)
+    # lines that show this family unless another family's detect line shows
+    # later: other servers print them too (a library they load: its logger, its paths)
+    detect_weak: tuple[re.Pattern, ...] = ()
     default_port: int | None = None
     rules: tuple[Rule, ...] = field(default=())
 
@@ -99,7 +110,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "before_bind", "consequence", "stop_when_ready",
-                              "examples"}
+                              "gated", "examples"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -130,6 +141,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             start=bool(raw.get("start", False)), before_bind=bool(raw.get("before_bind", False)),
             consequence=bool(raw.get("consequence", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
+            gated=bool(raw.get("gated", True)),
             examples=examples,
         ))
     return Pack(
@@ -138,6 +150,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         command=tuple(_compile(p, f"{name}.toml command") for p in data.get("command", ())),
         health=data.get("health"),
         health_ready=data.get("health_ready", True),
+        detect_weak=tuple(_compile(p, f"{name}.toml detect_weak") for p in data.get("detect_weak", ())),
         default_port=data.get("default_port"),
         rules=tuple(rules),
     )
