@@ -230,3 +230,26 @@ def test_a_binary_file_shows_its_control_bytes_escaped(tmp_path):
     assert not any(c < " " and c not in "\n" for c in out)
     raw = json.loads(run_cli("diagnose", "--json", str(log)).stdout)  # JSON keeps the line as it was
     assert raw["evidence"]["line"].startswith("\x7fELF\x02")
+
+
+def test_benign_rules_still_outrank_others_after_many_benign_lines_while_serving():
+    """After BENIGN_AFTER_READY benign lines the prefilter stops tagging benign
+    lines, yet a line a benign rule reads first (a retry naming a missing repo,
+    an NCCL plugin lookup) must read the same as it did before."""
+    from firedup import rules
+    from firedup.engine import BENIGN_AFTER_READY
+
+    ruleset = rules.load()
+    shadowing = [(r, ex) for r in ruleset.rules if r.kind == "benign" for ex in r.examples
+                 if any(o.kind in ("fatal", "cause") and o.index > r.index and o.pattern.search(ex)
+                        for o in ruleset.rules)]
+    assert shadowing  # e.g. vLLM's 'Error retrieving safetensors' over model-not-found
+    for rule, example in shadowing:
+        server = None if rule.family == "generic" else rule.family
+        ready = b"INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)\n"
+        traffic = b'INFO:     127.0.0.1:5000 - "GET /metrics HTTP/1.1" 404 Not Found\n' * (BENIGN_AFTER_READY + 10)
+        read = []
+        for served in (b"", traffic):
+            signals = Engine(server=server).feed(ready + served + example.encode() + b"\n")
+            read.append([s.kind for s in signals if s.line.endswith(example[-40:]) and s.kind != "lines"])
+        assert read[0] == read[1] and not {"fatal", "cause"} & set(read[1]), (rule.id, example, read)

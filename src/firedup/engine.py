@@ -80,6 +80,7 @@ class Engine:
         self._cause_rules = [r for r in self.ruleset.rules if r.cause]
         self._progress_rules = [r for r in self.ruleset.rules if r.kind == "progress"]
         self._stopping_rules = [r for r in self.ruleset.rules if r.kind == "stopping"]
+        self._benign_rules = [r for r in self.ruleset.rules if r.kind == "benign"]
         self._peeked: bytes | None = None
         self._held: list[tuple[int, lines.Line, list[Rule], list[Signal], bool]] = []
         self._block: _Block | None = None  # an open multi-line configuration
@@ -160,6 +161,13 @@ class Engine:
                 self._weak_until = lineno + HOLD_LINES
                 self.scanner.prefilter = self._stage()
                 out.append(Signal("detect", lineno, line.text, data={"server": self.family, "replaces": replaces}))
+        if candidates and self._benign_after_ready >= BENIGN_AFTER_READY:
+            # The prefilter no longer tags benign lines, but a benign rule ranked
+            # above a line's other rules still reads it first (a retry that names
+            # a missing repo is not model_not_found): only lines other rules
+            # tagged pay for these searches.
+            first = min(r.index for r in candidates)
+            candidates += [r for r in self._benign_rules if r.index < first]
         closed = self.tracebacks.feed(lineno, line)
         self.scanner.dense = self.tracebacks.open or self._block is not None
         if self.tracebacks.absorbed:
