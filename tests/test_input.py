@@ -4,6 +4,7 @@ stdin, files still being written, unreadable paths; and the CLI's contract."""
 import io
 import json
 import os
+import sys
 
 import pytest
 
@@ -221,15 +222,22 @@ def test_counts_of_zero_or_less_are_refused_in_one_line(args, message):
     assert b"Traceback" not in proc.stderr
 
 
-def test_a_binary_file_shows_its_control_bytes_escaped(tmp_path):
+def test_control_bytes_in_a_log_are_shown_escaped(tmp_path):
     log = tmp_path / "core.log"
-    log.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x07 not a log\n")
+    log.write_bytes(b"starting the server\n" * 30 + b"\x7fELF\x02\x01\x01\x00\x00\x07 not a log\n")
     proc = run_cli("diagnose", str(log))
     out = proc.stdout.decode()
-    assert proc.returncode == 5 and "line 1: \\x7fELF\\x02\\x01\\x01\\x00\\x00\\x07 not a log" in out
+    assert proc.returncode == 5 and "line 31: \\x7fELF\\x02\\x01\\x01\\x00\\x00\\x07 not a log" in out
     assert not any(c < " " and c not in "\n" for c in out)
     raw = json.loads(run_cli("diagnose", "--json", str(log)).stdout)  # JSON keeps the line as it was
     assert raw["evidence"]["line"].startswith("\x7fELF\x02")
+
+
+def test_a_binary_file_is_refused_in_one_line(tmp_path):
+    proc = run_cli("diagnose", sys.executable)
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert proc.stderr.decode().strip() == ("firedup: this is a binary file, not a log "
+                                            "(NUL and control bytes in its first 8 KB)")
 
 
 def test_benign_rules_still_outrank_others_after_many_benign_lines_while_serving():

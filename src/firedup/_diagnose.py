@@ -13,6 +13,16 @@ from .ledger.memory import Memory
 from .ledger.store import Ledger
 
 CHUNK = 4 << 20
+# A file is taken for binary, not a log, when its first bytes hold a NUL and this
+# share of control bytes (a log's own are tabs, line ends and ANSI escapes).
+SNIFF_BYTES = 8000
+BINARY_SHARE = 0.1
+_CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\x1b") + b"\x7f"
+
+
+def _binary(head: bytes) -> bool:
+    head = head[:SNIFF_BYTES]
+    return b"\x00" in head and sum(head.count(c) for c in _CONTROL) > BINARY_SHARE * len(head)
 
 
 def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | None = None) -> Verdict:
@@ -24,6 +34,7 @@ def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | No
     engine = Engine(server=server)
     judge = Judge(server=server)
     remaining = limit
+    first = True
     while True:
         size = CHUNK if remaining is None else min(CHUNK, remaining)
         if size <= 0:
@@ -31,6 +42,9 @@ def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | No
         chunk = stream.read(size)
         if not chunk:
             break
+        if first and _binary(chunk):
+            raise InputError("this is a binary file, not a log (NUL and control bytes in its first 8 KB)")
+        first = False
         if remaining is not None:
             remaining -= len(chunk)
         for signal in engine.feed(chunk):
