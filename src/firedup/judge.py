@@ -51,7 +51,9 @@ exception lines, tracebacks cut short), in log order, the root is
    process's own traceback; ``warmup_failed`` and SGLang's "Capture cuda
    graph failed": where start-up failed, not why; ``other``);
 4. else the first fatal line naming no cause ("Engine core initialization
-   failed"), else the first traceback cut off before its exception.
+   failed"), one that only heads a dump ("Shard complete standard error
+   output:", marked ``consequence``) after the others, else the first
+   traceback cut off before its exception.
 "First" makes the first copy of a message repeated by several ranks the
 evidence, and the root of a chain of exceptions (``raise ... from``) its
 first; a fatal root naming a cause that repeats a message logged just before
@@ -169,7 +171,7 @@ class Verdict:
         return d
 
 
-def _score(s: Signal) -> int:
+def _score(s: Signal) -> float:
     """How well a failure signal proves the failure and names its root cause
     (the tiers of the policy in this module's docstring)."""
     if s.cause == "missing_module":
@@ -179,7 +181,9 @@ def _score(s: Signal) -> int:
     if s.kind == "exception" or s.cause:
         return 2
     if s.kind == "fatal":
-        return 1
+        # a header naming no cause ("Shard complete standard error output:")
+        # says where to look: a fatal line saying how it died comes first
+        return 0.5 if s.rule is not None and s.rule.consequence else 1
     return 0  # a traceback cut off before its exception line
 
 
