@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -192,3 +193,25 @@ def test_benchmarks_do_not_crowd_start_ups_out_of_what_is_usual(tmp_path):
         for _ in range(5 * history.HISTORY):  # firedup run --repeat: benchmarks carry the launch's fingerprint
             ledger.record(kind="bench", outcome="ready", fingerprint=fingerprint, phases={})
         assert Memory(ledger, "vllm", argv).usual["weights"]["n"] == history.HISTORY
+
+
+def test_a_start_refused_before_the_server_ran_lists_no_changes(tmp_path):
+    """Its port was taken: nothing of it is known, so nothing "changed since the
+    last good run" (the last good run's snapshot and config are not "missing")."""
+    from firedup._launch import port_taken
+    from firedup.ledger.memory import Memory
+
+    argv = ["transformers", "serve", "m", "--port", "18000"]
+    with Ledger(tmp_path / "l.db") as ledger:
+        ledger.record(kind="launch", outcome="ready", fingerprint=history.fingerprint("transformers", argv, None),
+                      command=argv, config={"model": "m", "dtype": "bf16"}, environment={"python": "3.11"},
+                      phases={"init": 5.0})
+        memory = Memory(ledger, "transformers", argv)
+        assert memory.last_good is not None
+        refused = memory.remember(port_taken(18000, ["pid 1 (x)"], "transformers"), kind="launch", name="t",
+                                  log=None, environment=None)
+        assert refused.outcome == "failed" and refused.cause == "port_in_use" and refused.changes == []
+        failed = Memory(ledger, "transformers", argv).remember(
+            replace(refused, config={"model": "m", "dtype": "fp32"}), kind="launch", name="t", log=None,
+            environment={"python": "3.11"})
+        assert any("dtype" in line for line in history.change_lines(failed.changes))  # a start that ran: listed

@@ -51,6 +51,9 @@ class Memory:
             run["scheduler"] = scheduler
         anomalies = history.anomalies(verdict.phases, self.usual)
         changes = []
-        if self.last_good is not None and (anomalies or verdict.outcome != "ready"):
+        # A start that knew nothing of itself (refused before the server ran: its
+        # port taken) has nothing to set beside the last good run.
+        known = environment is not None or bool(verdict.config)
+        if self.last_good is not None and known and (anomalies or verdict.outcome != "ready"):
             changes = history.notable(history.diff(self.last_good, run))
         return replace(verdict, anomalies=anomalies, changes=changes, run_id=self.ledger.record(**run))
