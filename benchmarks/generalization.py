@@ -33,8 +33,10 @@ WORKTREE = "WORKTREE"
 # Run in a child whose firedup is the revision's: prints one verdict a line.
 DRIVER = """
 import json, sys
-from firedup.diagnose import diagnose
-from firedup.lines import clean
+try:
+    from firedup._diagnose import diagnose
+except ImportError:  # revisions before the module went private
+    from firedup.diagnose import diagnose
 for path in sys.argv[1:]:
     v = diagnose(path).to_dict()
     print(json.dumps({"path": path, "outcome": v["outcome"], "cause": v["cause"],
@@ -50,8 +52,19 @@ def labelled(corpus: Path) -> list[tuple[Path, dict]]:
 
 
 def split(pairs: list) -> dict[str, list]:
-    cut = len(pairs) * 3 // 4
-    return {"held-out": pairs[cut:], "older": pairs[:cut], "all": pairs}
+    """The date split runs over the logs of the first gathering; each later
+    batch (a sidecar's ``gathered`` date) is a set of its own, ``fresh`` the
+    newest: logs gathered after the rules were frozen, labelled before any
+    rule read them."""
+    first = [pair for pair in pairs if "gathered" not in pair[1]]
+    cut = len(first) * 3 // 4
+    parts = {"held-out": first[cut:], "older": first[:cut], "all": pairs}
+    batches = sorted({pair[1]["gathered"] for pair in pairs if "gathered" in pair[1]})
+    for batch in batches:
+        parts[f"gathered-{batch}"] = [pair for pair in pairs if pair[1].get("gathered") == batch]
+    if batches:
+        parts["fresh"] = parts[f"gathered-{batches[-1]}"]
+    return parts
 
 
 def verdicts(rev: str, logs: list[Path]) -> dict[str, dict]:
@@ -66,8 +79,11 @@ def verdicts(rev: str, logs: list[Path]) -> dict[str, dict]:
                 tar.extractall(tmp, filter="data")
             src = Path(tmp) / "src"
         env = {**os.environ, "PYTHONPATH": str(src), "FIREDUP_LEDGER": str(Path(tmp) / "ledger.db")}
-        out = subprocess.run([sys.executable, "-c", DRIVER, *map(str, logs)], env=env,
-                             capture_output=True, text=True, check=True).stdout
+        run = subprocess.run([sys.executable, "-c", DRIVER, *map(str, logs)], env=env,
+                             capture_output=True, text=True)
+        if run.returncode:
+            sys.exit(f"rules at {rev} could not read the corpus:\n{run.stderr[-2000:]}")
+        out = run.stdout
     return {v["path"]: v for v in map(json.loads, out.splitlines())}
 
 
@@ -119,8 +135,9 @@ def main() -> None:
     ap.add_argument("--rules-from", action="append", metavar="REV",
                     help=f"a git revision whose rules to measure, or {WORKTREE} (repeatable; "
                          f"default: 9bd04e9 and {WORKTREE})")
-    ap.add_argument("--set", choices=("held-out", "older", "all"), action="append",
-                    help="which part of the corpus (repeatable; default: held-out and older)")
+    ap.add_argument("--set", action="append", metavar="SET",
+                    help="which part of the corpus: held-out, older, all, fresh (the newest gathered batch) or "
+                         "gathered-DATE (repeatable; default: held-out and older)")
     ap.add_argument("--misses", action="store_true", help="list the logs the rules get wrong instead")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     args = ap.parse_args()
@@ -128,6 +145,9 @@ def main() -> None:
     revs = args.rules_from or ["9bd04e9", WORKTREE]
     sets = args.set or ["held-out", "older"]
     parts = split(labelled(args.corpus))
+    unknown = [name for name in sets if name not in parts]
+    if unknown:
+        ap.error(f"no such set: {', '.join(unknown)} (sets here: {', '.join(parts)})")
     logs = [p for p, _ in parts["all"]]
     results = {rev: verdicts(rev, logs) for rev in revs}
 
