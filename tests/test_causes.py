@@ -65,3 +65,39 @@ def test_cause(cause):
     assert verdict.cause == cause
     assert verdict.explanation and verdict.remedy
     assert verdict.evidence["line"] in CASES[cause]
+
+
+def raised_in(path: str, exception: str) -> str:
+    return VLLM + "".join(line + "\n" for line in (
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py", line 1, in run_server',
+        "    engine_args.create_engine_config()",
+        f'  File "/usr/lib/python3.12/site-packages/{path}", line 612, in __post_init__',
+        "    raise ValueError(msg)",
+        exception,
+    ))
+
+
+@pytest.mark.parametrize("path,cause", [
+    ("vllm/config/model.py", "bad_argument"),  # the configuration check raised it
+    ("vllm/engine/arg_utils.py", "bad_argument"),
+    ("vllm/model_executor/models/llama.py", "other"),  # the same words from a model's code name no cause
+])
+def test_an_exception_names_its_cause_by_where_it_was_raised(path, cause):
+    verdict = diagnose(io.BytesIO(raised_in(path, "ValueError: `max_model_len` is 0").encode()))
+    assert (verdict.outcome, verdict.cause) == ("failed", cause)
+    assert verdict.evidence["line"] == "ValueError: `max_model_len` is 0"
+
+
+def test_where_it_was_raised_gives_way_to_what_the_message_says():
+    log = raised_in("vllm/config/model.py", "ValueError: No available memory for the cache blocks.")
+    assert diagnose(io.BytesIO(log.encode())).cause == "kv_cache_too_small"
+
+
+def test_a_validation_summary_gives_the_cause_to_the_field_it_refused():
+    summary = "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig"
+    refused = "  Value error, Invalid repository ID or local directory specified: '/models/nope'."
+    verdict = diagnose(io.BytesIO(tb(summary).encode() + (refused + "\n").encode()))
+    assert (verdict.cause, verdict.evidence["line"]) == ("model_not_found", refused)
+    verdict = diagnose(io.BytesIO(tb(summary).encode() + b"  Value error, something new [type=value_error]\n"))
+    assert (verdict.cause, verdict.evidence["line"]) == ("bad_argument", summary)

@@ -9,13 +9,31 @@ RULESET = rules.load()
 ALL_RULES = RULESET.rules
 
 
+def _read_as(rule, engine, example):
+    """The rules that read an example: for a frame rule, the rule naming the
+    cause of the example traceback's exception."""
+    signals = engine.feed(example.encode() + b"\n") + engine.close()
+    if rule.frame is not None:
+        return [s.cause_rule.id for s in signals if s.kind == "exception" and s.cause_rule is not None]
+    return [s.rule.id for s in signals if s.rule is not None and s.kind == rule.kind]
+
+
 @pytest.mark.parametrize("rule", ALL_RULES, ids=[r.id for r in ALL_RULES])
 def test_rule_reads_its_examples(rule):
     for example in rule.examples:
-        engine = Engine(server=rule.family)
-        signals = engine.feed(example.encode() + b"\n") + engine.close()
-        read = [s.rule.id for s in signals if s.rule is not None and s.kind == rule.kind]
+        read = _read_as(rule, Engine(server=rule.family), example)
         assert read and read[0] == rule.id, f"{example!r} was read as {read}"
+
+
+FRAME_RULES = [r for r in ALL_RULES if r.frame is not None]
+
+
+@pytest.mark.parametrize("rule", FRAME_RULES, ids=[r.id for r in FRAME_RULES])
+def test_a_frame_rule_needs_the_frame(rule):
+    """The exception line alone, without its traceback, names no cause by this rule."""
+    for example in rule.examples:
+        bare = example.splitlines()[-1]
+        assert rule.id not in _read_as(rule, Engine(server=rule.family), bare)
 
 
 UNGATED = [r for r in ALL_RULES if not r.gated]
@@ -25,9 +43,7 @@ UNGATED = [r for r in ALL_RULES if not r.gated]
 def test_an_ungated_rule_reads_its_examples_with_the_family_unknown(rule):
     assert rule.family != "generic"
     for example in rule.examples:
-        engine = Engine()
-        signals = engine.feed(example.encode() + b"\n") + engine.close()
-        read = [s.rule.id for s in signals if s.rule is not None and s.kind == rule.kind]
+        read = _read_as(rule, Engine(), example)
         assert read and read[0] == rule.id, f"{example!r} was read as {read}"
 
 

@@ -45,7 +45,8 @@ def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
     if key not in _PREFILTERS:
         pairs: list[tuple[str, Any]] = [
             (rule.pattern.pattern, rule) for rule in ruleset.rules
-            if not ready or (rule.kind in _AFTER_READY and not (ready == 2 and rule.kind == "benign")) or rule.start
+            if rule.frame is None  # frame rules read exceptions, not lines
+            and (not ready or (rule.kind in _AFTER_READY and not (ready == 2 and rule.kind == "benign")) or rule.start)
         ]
         if detect:
             pairs += [(p.pattern, (pack.family, False)) for pack in ruleset.packs.values() for p in pack.detect]
@@ -77,7 +78,8 @@ class Engine:
         self._ready = False
         self.scanner = Scanner(self._stage())
         self.tracebacks = tracebacks.Assembler()
-        self._cause_rules = [r for r in self.ruleset.rules if r.cause]
+        self._cause_rules = [r for r in self.ruleset.rules if r.cause and r.frame is None]
+        self._frame_rules = [r for r in self.ruleset.rules if r.frame is not None]
         self._progress_rules = [r for r in self.ruleset.rules if r.kind == "progress"]
         self._stopping_rules = [r for r in self.ruleset.rules if r.kind == "stopping"]
         self._benign_rules = [r for r in self.ruleset.rules if r.kind == "benign"]
@@ -267,21 +269,36 @@ class Engine:
     def _attach(self, signals: list[Signal]) -> list[Signal]:
         """Give each exception the rule that names its cause: read from its own
         line, or else from an indented line that continues its message, which
-        then becomes the evidence."""
+        then becomes the evidence (also when its own line only says how it
+        failed: pydantic's "1 validation error for ModelConfig" over the
+        "Value error, ..." that says why), or else from where it was raised."""
         out = []
         for s in signals:
             if s.kind == "exception":
                 rule = self._cause_of(lines.Line(s.line, s.data["message"], s.origin, ""))
+                if rule is None or rule.consequence:
+                    for lineno, line in s.data.get("details", ()):
+                        found = self._cause_of(line)
+                        if found is not None and not found.consequence:
+                            s, rule = replace(s, lineno=lineno, line=line.text), found
+                            break
+                if rule is None:
+                    rule = self._raised_at(s.data["message"], s.data.get("frame", ""))
                 if rule is not None:
                     s = replace(s, explains=rule)
-                else:
-                    for lineno, line in s.data.get("details", ()):
-                        rule = self._cause_of(line)
-                        if rule is not None:
-                            s = replace(s, lineno=lineno, line=line.text, explains=rule)
-                            break
             out.append(s)
         return out
+
+    def _raised_at(self, message: str, frame: str) -> Rule | None:
+        """The first frame rule that reads the exception and where it was raised."""
+        if not frame:
+            return None
+        for rule in self._frame_rules:
+            if rule.family != "generic" and rule.family != self.family and (rule.gated or self.family is not None):
+                continue
+            if rule.pattern.search(message) and rule.frame.search(frame):  # type: ignore[union-attr]
+                return rule
+        return None
 
     @staticmethod
     def _signal(rule: Rule, captures: dict[str, Any], lineno: int, line: lines.Line) -> Signal:

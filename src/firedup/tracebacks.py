@@ -24,6 +24,8 @@ CHAIN = re.compile(
 )
 # Any exception line once frames have been seen ("KeyboardInterrupt", "x.y.Error: msg").
 _IN_BLOCK = re.compile(r"[A-Za-z_][\w.]*(?::.*)?$")
+# A frame's location line; the one just above an exception says where it was raised.
+_FRAME = re.compile(r"\s+File \"")
 # An exception line with no traceback around it: the name must say it is one
 # ("Error: X" alone is how Rust and Go programs report, not Python).
 BARE = re.compile(r"(?!Error:)(?:[A-Za-z_]\w*\.)*[A-Za-z_]*(?:Error|Exception)(?::\s.*)?$")
@@ -34,7 +36,7 @@ _MAX_SILENCE = 200
 
 
 class _Block:
-    __slots__ = ("origin", "lineno", "text", "exceptions", "details", "state", "last")
+    __slots__ = ("origin", "lineno", "text", "exceptions", "details", "frames", "frame", "state", "last")
 
     def __init__(self, origin: str, lineno: int, text: str):
         self.origin = origin
@@ -42,6 +44,8 @@ class _Block:
         self.text = text
         self.exceptions: list[tuple[int, Line]] = []
         self.details: dict[int, list[tuple[int, Line]]] = {}  # indented lines after an exception line
+        self.frames: dict[int, str] = {}  # each exception's innermost frame ('File "x.py", line 1, in f')
+        self.frame = ""  # the last frame line read
         self.state = "frames"  # frames → exception → (chain → frames …)
         self.last = lineno
 
@@ -86,9 +90,12 @@ class Assembler:
             if block.state == "frames":
                 if msg[:1].isspace():
                     self.absorbed = True
+                    if _FRAME.match(msg):
+                        block.frame = msg.strip()
                     return out
                 if _IN_BLOCK.match(msg):
                     block.exceptions.append((lineno, line))
+                    block.frames[lineno] = block.frame
                     block.state = "exception"
                     return out
             elif CHAIN.match(msg):
@@ -124,6 +131,7 @@ class Assembler:
         return [
             Signal("exception", lineno, line.text, origin=line.origin,
                    data={"message": line.message, "chain": i, "traceback": block.lineno, "level": line.level,
-                         "header": block.text, "details": block.details.get(lineno, [])})
+                         "header": block.text, "details": block.details.get(lineno, []),
+                   "frame": block.frames.get(lineno, "")})
             for i, (lineno, line) in enumerate(block.exceptions)
         ]

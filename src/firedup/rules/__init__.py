@@ -15,6 +15,13 @@ initialization failed", SGLang's "Not enough memory. Please try to increase
 --mem-fraction-static") says ``gated = false``: it also reads the lines of a
 log whose family is still unknown (a window pasted without the banner).
 Wordings that could collide with another server's stay gated.
+
+A cause rule with a ``frame`` pattern reads an exception by where it was
+raised: ``pattern`` searches the exception line, ``frame`` the innermost frame
+of its traceback (``File "…/vllm/config.py", line 9, in __post_init__``). It
+speaks only for exceptions no rule names a cause for from their own words: a
+``ValueError`` raised while checking the configuration is a rejected argument,
+whatever its message says.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ class Rule:
     consequence: bool = False
     stop_when_ready: bool = False  # a fatal line that, once the server is ready, only stops it (a time limit)
     gated: bool = True  # read only once the log's family is known to be the rule's
+    frame: re.Pattern | None = None  # the innermost frame of the exception's traceback (cause rules only)
     examples: tuple[str, ...] = ()
 
 
@@ -110,7 +118,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "before_bind", "consequence", "stop_when_ready",
-                              "gated", "examples"}
+                              "gated", "frame", "examples"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -131,6 +139,9 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         fmt = raw.get("format")
         if fmt is not None and fmt not in CONFIG_FORMATS:
             raise RuleError(f"{where}: unknown config format {fmt!r}")
+        frame = raw.get("frame")
+        if frame is not None and kind != "cause":
+            raise RuleError(f"{where}: only a cause rule reads frames")
         examples = tuple(raw.get("examples", ()))
         if not examples:
             raise RuleError(f"{where}: every rule needs at least one example line")
@@ -142,6 +153,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             consequence=bool(raw.get("consequence", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
             gated=bool(raw.get("gated", True)),
+            frame=_compile(frame, where) if frame is not None else None,
             examples=examples,
         ))
     return Pack(
