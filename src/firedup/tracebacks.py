@@ -24,24 +24,36 @@ CHAIN = re.compile(
 )
 # Any exception line once frames have been seen ("KeyboardInterrupt", "x.y.Error: msg").
 _IN_BLOCK = re.compile(r"[A-Za-z_][\w.]*(?::.*)?$")
+# A logger line that says something failed without naming the exception:
+# with exc_info, Python's logging prints the traceback on the lines right after
+# it, and that record's level is the traceback's ("WARN ... Could not import
+# Flash Attention enabled models"). A line that names the exception itself
+# ("Failed to import ... with ImportError('...')") was logged without it: a
+# traceback after it is another one.
+_FAILED = re.compile(r"(?i)could not|couldn't|cannot|can't|unable|fail")
+_NAMED = re.compile(r"[A-Za-z]\w*(?:Error|Exception)\b")
 # A frame's location line; the one just above an exception says where it was raised.
-_FRAME = re.compile(r"\s+File \"")
+_FRAME = re.compile(r"(?:\s+|> )File \"")
+# loguru's backtrace marks the frame that raised with "> " instead of indenting it.
+_MARKED = "> File \""
 # An exception line with no traceback around it: the name must say it is one
 # ("Error: X" alone is how Rust and Go programs report, not Python).
 BARE = re.compile(r"(?!Error:)(?:[A-Za-z_]\w*\.)*[A-Za-z_]*(?:Error|Exception)(?::\s.*)?$")
 # What the scanner must hand over for this module to see blocks and bare exceptions.
-PREFILTER = (r"Traceback \(most recent call last\)", r"(?:Error|Exception)(?::\s|\s*$)")
+PREFILTER = (r"Traceback \(most recent call last\)", r"(?:Error|Exception)(?::\s|\s*$)",
+             r"\bWARN(?:ING)?\b.{0,300}(?:[Cc]ould not|[Cc]ouldn't|[Cc]annot|[Uu]nable|[Ff]ail)")
 # A block whose origin has written nothing for this many lines is closed.
 _MAX_SILENCE = 200
 
 
 class _Block:
-    __slots__ = ("origin", "lineno", "text", "exceptions", "details", "frames", "frame", "state", "last")
+    __slots__ = ("origin", "lineno", "text", "level", "exceptions", "details", "frames", "frame", "state", "last")
 
-    def __init__(self, origin: str, lineno: int, text: str):
+    def __init__(self, origin: str, lineno: int, text: str, level: str = ""):
         self.origin = origin
         self.lineno = lineno
         self.text = text
+        self.level = level  # the level of the log record the traceback belongs to, when its header has none
         self.exceptions: list[tuple[int, Line]] = []
         self.details: dict[int, list[tuple[int, Line]]] = {}  # indented lines after an exception line
         self.frames: dict[int, str] = {}  # each exception's innermost frame ('File "x.py", line 1, in f')
@@ -60,6 +72,7 @@ class Assembler:
         # frame, an exception line, a continued message): not a warning of its
         # own. A line of another worker written while a block is open is not.
         self.consumed = False
+        self._before = (0, "", "")  # the last line's (lineno, origin, level) when it said something failed
 
     @property
     def open(self) -> bool:
@@ -82,16 +95,17 @@ class Assembler:
                 return out
             if block is not None:
                 out += self._close(block)
-            self._blocks[origin] = _Block(origin, lineno, line.text)
+            level = self._before[2] if not line.level and self._before[:2] == (lineno - 1, origin) else ""
+            self._blocks[origin] = _Block(origin, lineno, line.text, level)
             return self._expire(lineno, out)
         if block is not None:
             block.last = lineno
             self.consumed = True
             if block.state == "frames":
-                if msg[:1].isspace():
+                if msg[:1].isspace() or msg.startswith(_MARKED):
                     self.absorbed = True
                     if _FRAME.match(msg):
-                        block.frame = msg.strip()
+                        block.frame = msg.lstrip(" >")
                     return out
                 if _IN_BLOCK.match(msg):
                     block.exceptions.append((lineno, line))
@@ -108,6 +122,8 @@ class Assembler:
                 return out
             self.consumed = False
             out += self._close(block)
+        if line.level and _FAILED.search(msg) and not _NAMED.search(msg):
+            self._before = (lineno, line.origin, line.level)
         if BARE.match(msg):
             out.append(Signal("exception", lineno, line.text, origin=line.origin, data={"message": msg}))
         return self._expire(lineno, out)
@@ -130,7 +146,8 @@ class Assembler:
             return [Signal("traceback", block.lineno, block.text, origin=block.origin)]
         return [
             Signal("exception", lineno, line.text, origin=line.origin,
-                   data={"message": line.message, "chain": i, "traceback": block.lineno, "level": line.level,
+                   data={"message": line.message, "chain": i, "traceback": block.lineno,
+                   "level": line.level or block.level,
                          "header": block.text, "details": block.details.get(lineno, []),
                    "frame": block.frames.get(lineno, "")})
             for i, (lineno, line) in enumerate(block.exceptions)
