@@ -104,6 +104,14 @@ def copy_key(line: str) -> str:
 
 
 
+def _tail(line: str, m: re.Match) -> str:
+    """A message from where a rule matched it on, numbers left out: what two
+    copies of one message share ("ValueError: X" quoted by a wrapper), and
+    two messages that only name one cause do not (gRPC's "Address already in
+    use {...}" and Triton's "Socket '0.0.0.0:8001' already in use")."""
+    return _DIGITS.sub("0", line[m.start():]).strip()
+
+
 def _weak(s: Signal | None) -> bool:
     """Whether a signal names no root cause: none, ``other``, or a consequence
     (a rule that says how a process died, not why: see _failed)."""
@@ -562,7 +570,7 @@ class Judge:
             if found.lineno - c.lineno > BURST_LINES:
                 break
             other = c.cause_rule.pattern.search(c.line) if c.cause_rule is rule else None
-            if other is not None and other.group(0) == m.group(0):
+            if other is not None and _tail(c.line, other) == _tail(best.line, m):
                 found = c
         return found
 
