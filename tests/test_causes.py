@@ -101,3 +101,14 @@ def test_a_validation_summary_gives_the_cause_to_the_field_it_refused():
     assert (verdict.cause, verdict.evidence["line"]) == ("model_not_found", refused)
     verdict = diagnose(io.BytesIO(tb(summary).encode() + b"  Value error, something new [type=value_error]\n"))
     assert (verdict.cause, verdict.evidence["line"]) == ("bad_argument", summary)
+
+
+@pytest.mark.parametrize("what,cause", [
+    ("  what():  [TM][ERROR] pointer_mapping_ does not have information of ptr at 0x1a9a0c2800.", "other"),
+    ("  what():  [TM][ERROR] CUDA runtime error: out of memory /opt/lmdeploy/src/turbomind/utils/allocator.h:246", "cuda_oom"),
+])
+def test_an_uncaught_cpp_exception_is_told_by_its_message(what, cause):
+    log = ("[WARNING] gemm_config.in is not found; using default GEMM algo\n"
+           "terminate called after throwing an instance of 'std::runtime_error'\n" + what + "\nAborted (core dumped)\n")
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert (verdict.outcome, verdict.cause, verdict.evidence["line"]) == ("failed", cause, what)

@@ -49,7 +49,9 @@ exception lines, tracebacks cut short), in log order, the root is
    fault, "Segmentation fault", is a root of its own;
    ``worker_died``: a process reporting another's death, often after that
    process's own traceback; ``warmup_failed`` and SGLang's "Capture cuda
-   graph failed": where start-up failed, not why; ``other``);
+   graph failed": where start-up failed, not why; ``other``); a
+   ``terminate called after throwing ...`` gives way to the ``what():`` line
+   under it, the C++ exception's own message;
 4. else the first fatal line naming no cause ("Engine core initialization
    failed"), one that only heads a dump ("Shard complete standard error
    output:", marked ``consequence``) after the others, else the first
@@ -534,6 +536,7 @@ class Judge:
             return self._verdict("failed", now, self._last_line(), cause="other",
                                  explanation=EXIT_EXPLANATION, remedy=EXIT_REMEDY)
         best = max(candidates, key=_score)  # max keeps the first of equals: the root
+        best = self._thrown(best, candidates)
         rule = best.cause_rule
         evidence = best
         if _weak(best):
@@ -553,6 +556,15 @@ class Judge:
                                  explanation=OTHER_EXPLANATION, remedy=OTHER_REMEDY)
         return self._verdict("failed", now, self._evidence_of(evidence), cause=rule.cause,
                              explanation=rule.explanation, remedy=rule.remedy)
+
+    @staticmethod
+    def _thrown(best: Signal, candidates: list[Signal]) -> Signal:
+        """For a line saying how a process died ("terminate called after
+        throwing an instance of 'std::runtime_error'"), the exception's own
+        message printed right under it ("what():  ..."), when it has one."""
+        if best.rule is None or not best.rule.consequence:
+            return best
+        return next((c for c in candidates if c.data.get("what") and 0 < c.lineno - best.lineno <= 2), best)
 
     def _first_copy(self, best: Signal) -> Signal:
         """The first copy of the message a fatal root repeats, among the lines

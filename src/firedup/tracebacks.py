@@ -7,7 +7,8 @@ one ``exception`` signal per exception in its chain, root first, with the
 indented lines that continue its message; a block cut
 off before its exception line yields a ``traceback`` signal for its header.
 An exception line outside any block (a log window that starts after the
-frames) yields a bare ``exception`` signal.
+frames) yields a bare ``exception`` signal, and so does the ``what():`` line
+under which C++ prints an uncaught exception's message (``data["what"]``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ _MARKED = "> File \""
 # ("Error: X" alone is how Rust and Go programs report, not Python).
 BARE = re.compile(r"(?!Error:)(?:[A-Za-z_]\w*\.)*[A-Za-z_]*(?:Error|Exception)(?::\s.*)?$")
 # What the scanner must hand over for this module to see blocks and bare exceptions.
-PREFILTER = (r"Traceback \(most recent call last\)", r"(?:Error|Exception)(?::\s|\s*$)",
+# The message of an uncaught C++ exception, under "terminate called after throwing ...".
+WHAT = re.compile(r"\s*what\(\):\s+\S")
+PREFILTER = (r"Traceback \(most recent call last\)", r"(?:Error|Exception)(?::\s|\s*$)", r"what\(\):\s",
              r"\bWARN(?:ING)?\b.{0,300}(?:[Cc]ould not|[Cc]ouldn't|[Cc]annot|[Uu]nable|[Ff]ail)")
 # A block whose origin has written nothing for this many lines is closed.
 _MAX_SILENCE = 200
@@ -126,6 +129,9 @@ class Assembler:
             self._before = (lineno, line.origin, line.level)
         if BARE.match(msg):
             out.append(Signal("exception", lineno, line.text, origin=line.origin, data={"message": msg}))
+        elif WHAT.match(msg):
+            out.append(Signal("exception", lineno, line.text, origin=line.origin,
+                              data={"message": msg.strip(), "what": True}))
         return self._expire(lineno, out)
 
     def close(self) -> list[Signal]:
