@@ -51,7 +51,9 @@ exception lines, tracebacks cut short), in log order, the root is
    process's own traceback; ``warmup_failed`` and SGLang's "Capture cuda
    graph failed": where start-up failed, not why; ``other``); a
    ``terminate called after throwing ...`` gives way to the ``what():`` line
-   under it, the C++ exception's own message;
+   under it, the C++ exception's own message; an exception no rule explains
+   that a warm-up failure line follows is ``warmup_failed``, the exception
+   the evidence;
 4. else the first fatal line naming no cause ("Engine core initialization
    failed"), one that only heads a dump ("Shard complete standard error
    output:", marked ``consequence``) after the others, else the first
@@ -545,6 +547,12 @@ class Judge:
                 rule = context.cause_rule
                 if _score(best) <= 1 or best.kind != "exception" or context.lineno > best.lineno:
                     evidence = context
+            elif rule is None and best.kind == "exception":
+                # an exception no rule explains, then a line saying the warm-up
+                # failed ("Initialization failed. warmup error"): where the start
+                # failed says more than nothing (how a process died does not)
+                rule = next((c.cause_rule for c in candidates if c.lineno > best.lineno
+                             and c.cause == "warmup_failed"), None)
         elif best.kind == "fatal":
             evidence = self._first_copy(best)
         if evidence is best and best.kind == "fatal" and _HEADER.search(best.line):
