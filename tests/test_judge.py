@@ -628,3 +628,30 @@ def test_a_line_other_servers_print_too_names_the_family_only_until_another_show
     run.log(text)
     v = run.finish()
     assert v.server == server and v.outcome == "ready"
+
+
+def _diagnosed(text):
+    import io
+
+    from firedup import diagnose
+    return diagnose(io.BytesIO(text.encode()))
+
+
+def test_a_child_ended_by_a_signal_before_ready_is_the_parent_failing_not_a_stop():
+    log = (VLLM_START + "ERROR 11-20 08:34:06 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 118 died, exit code: -15\n"
+           "Traceback (most recent call last):\n  File \"worker.py\", line 445, in raise_if_cache_size_invalid\n"
+           "ValueError: The model's max seq len (131072) is larger than the maximum number of tokens that can be stored "
+           "in KV cache (23968).\n")
+    v = _diagnosed(log)
+    assert (v.outcome, v.cause) == ("failed", "kv_cache_too_small")
+
+
+def test_a_child_ended_by_a_signal_long_after_ready_is_a_stop():
+    # past the 200 benign lines after which the engine stops reading benign rules
+    served = "huggingface/tokenizers: The current process just got forked, after parallelism has already been used.\n" * 300
+    log = (VLLM_START + VLLM_READY + served
+           + "ERROR 11-20 09:34:06 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 118 died, exit code: -15\n"
+           + "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nRuntimeError: boom\n")
+    v = _diagnosed(log)
+    assert v.outcome == "ready"
+    assert any("exit code: -15" in b["line"] for b in v.benign)  # read, as the stop it is

@@ -46,7 +46,8 @@ def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
         pairs: list[tuple[str, Any]] = [
             (rule.pattern.pattern, rule) for rule in ruleset.rules
             if rule.frame is None  # frame rules read exceptions, not lines
-            and (not ready or (rule.kind in _AFTER_READY and not (ready == 2 and rule.kind == "benign")) or rule.start)
+            and (not ready or rule.start or rule.stop_when_ready
+                 or (rule.kind in _AFTER_READY and not (ready == 2 and rule.kind == "benign")))
         ]
         if detect:
             pairs += [(p.pattern, (pack.family, False)) for pack in ruleset.packs.values() for p in pack.detect]

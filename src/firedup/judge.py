@@ -51,7 +51,8 @@ exception lines, tracebacks cut short), in log order, the root is
    process's own traceback; ``warmup_failed`` and SGLang's "Capture cuda
    graph failed": where start-up failed, not why; ``other``); a
    ``terminate called after throwing ...`` gives way to the ``what():`` line
-   under it, the C++ exception's own message; an exception no rule explains
+   under it, the C++ exception's own message, and an abort to a fatal line
+   just before it (ggml's "CUDA error: ..."); an exception no rule explains
    that a warm-up failure line follows is ``warmup_failed``, the exception
    the evidence;
 4. else the first fatal line naming no cause ("Engine core initialization
@@ -189,7 +190,9 @@ def _score(s: Signal) -> float:
     if s.cause == "missing_module":
         return 3
     if not _weak(s):
-        return 4
+        # a wrapper that quotes the cause ("Failed to initialize executor on
+        # rank 0: CUDA out of memory ...") comes after the error it quotes
+        return 3.5 if s.kind == "fatal" and s.rule is not None and s.rule.consequence else 4
     if s.kind == "exception" or s.cause:
         return 2
     if s.kind == "fatal":
@@ -275,7 +278,7 @@ class Judge:
         if kind == "stopping":
             self._stopping = self._stopping or bool(self.candidates)
             return
-        if kind == "fatal" and self.ready is not None and s.rule is not None and s.rule.stop_when_ready:
+        if kind in ("fatal", "benign") and self.ready is not None and s.rule is not None and s.rule.stop_when_ready:
             kind = "stopped"
             self._benign(s)  # scary, and no failure
         if kind == "stopped":
@@ -568,11 +571,17 @@ class Judge:
     @staticmethod
     def _thrown(best: Signal, candidates: list[Signal]) -> Signal:
         """For a line saying how a process died ("terminate called after
-        throwing an instance of 'std::runtime_error'"), the exception's own
-        message printed right under it ("what():  ..."), when it has one."""
+        throwing an instance of 'std::runtime_error'", "Aborted (core
+        dumped)"), the error it died of: the exception's own message printed
+        right under it ("what():  ..."), else a fatal line just before it
+        ("CUDA error: peer access has not been enabled")."""
         if best.rule is None or not best.rule.consequence:
             return best
-        return next((c for c in candidates if c.data.get("what") and 0 < c.lineno - best.lineno <= 2), best)
+        what = next((c for c in candidates if c.data.get("what") and 0 < c.lineno - best.lineno <= 2), None)
+        if what is not None:
+            return what
+        return next((c for c in reversed(candidates) if c.kind == "fatal" and 0 < best.lineno - c.lineno <= BURST_LINES
+                     and c.rule is not None and not c.rule.consequence), best)
 
     def _first_copy(self, best: Signal) -> Signal:
         """The first copy of the message a fatal root repeats, among the lines

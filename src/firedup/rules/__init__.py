@@ -67,7 +67,7 @@ class Rule:
     # The cause says how a process died, not why (an abort, a SIGKILL, a dead
     # worker): an earlier error, or a cause line nearby, is the root.
     consequence: bool = False
-    stop_when_ready: bool = False  # a fatal line that, once the server is ready, only stops it (a time limit)
+    stop_when_ready: bool = False  # a fatal (or benign) line that, once the server is ready, is a stop (a time limit)
     gated: bool = True  # read only once the log's family is known to be the rule's
     frame: re.Pattern | None = None  # the innermost frame of the exception's traceback (cause rules only)
     examples: tuple[str, ...] = ()
