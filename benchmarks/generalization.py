@@ -130,6 +130,28 @@ def cell(hit: int, n: int, *, bad: bool = False) -> str:
     return f"{hit}/{n} ({100 * hit / n:.0f} %)" if n else "-"
 
 
+def coverage(pairs: list) -> None:
+    """The tables of tests/fixtures/reported/README.md: logs by family and
+    outcome, failed and hung logs by cause, and the batches."""
+    from collections import Counter
+
+    outcomes = ("ready", "failed", "hung")
+    by = Counter((label["server"], label["outcome"]) for _, label in pairs)
+    families = sorted({f for f, _ in by}, key=lambda f: -sum(by[f, o] for o in outcomes))
+    print(f"{len(pairs)} labelled logs, posted {pairs[0][1]['date']} to {max(p[1]['date'] for p in pairs)}, "
+          "by family and outcome:\n")
+    print("| family | " + " | ".join(outcomes) + " | all |\n|---|" + "---:|" * (len(outcomes) + 1))
+    for f in families:
+        print(f"| {f} | " + " | ".join(str(by[f, o]) for o in outcomes) + f" | {sum(by[f, o] for o in outcomes)} |")
+    print("| **all** | " + " | ".join(str(sum(by[f, o] for f in families)) for o in outcomes) + f" | {len(pairs)} |")
+    causes = Counter(label["cause"] for _, label in pairs if label["outcome"] != "ready")
+    print("\nFailed and hung logs by cause (hung: the phase it stalled in):\n\n| cause | logs |\n|---|---:|")
+    for cause, n in sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"| `{cause}` | {n} |")
+    batches = Counter(label.get("gathered", "first") for _, label in pairs)
+    print("\nBatches (`gathered`): " + ", ".join(f"{b} {n}" for b, n in sorted(batches.items())) + ".")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rules-from", action="append", metavar="REV",
@@ -139,9 +161,14 @@ def main() -> None:
                     help="which part of the corpus: held-out, older, all, fresh (the newest gathered batch) or "
                          "gathered-DATE (repeatable; default: held-out and older)")
     ap.add_argument("--misses", action="store_true", help="list the logs the rules get wrong instead")
+    ap.add_argument("--coverage", action="store_true",
+                    help="print the corpus's coverage tables (family x outcome, causes) instead")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
+    if args.coverage:
+        coverage(labelled(args.corpus))
+        return
     revs = args.rules_from or ["9bd04e9", WORKTREE]
     sets = args.set or ["held-out", "older"]
     parts = split(labelled(args.corpus))

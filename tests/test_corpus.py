@@ -67,9 +67,14 @@ def check(log):
 
     ignored = {b["line"] for b in got["benign"]}
     copies = {copy_key(line) for line in ignored}  # the benign list keeps one copy of a message
+    # The batches gathered later (a "gathered" date) list every line that looks
+    # alarming to a reader (a 503 health probe, "HTTP server is listening"):
+    # none may decide the verdict; the first batch's, labelled by the verdict's
+    # own rule for what is listed as ignored, must also be listed.
+    listed = "gathered" not in label
     for scary in label["benign_scary_lines"]:
         assert clean(scary) != got["evidence"]["line"]
-        assert clean(scary) in ignored or copy_key(clean(scary)) in copies, \
+        assert not listed or clean(scary) in ignored or copy_key(clean(scary)) in copies, \
             f"benign line not reported as ignored: {scary!r}"
 
     if label["server"] != "other" and got["server"] is not None:

@@ -540,6 +540,9 @@ class Judge:
         if not candidates:
             return self._verdict("failed", now, self._last_line(), cause="other",
                                  explanation=EXIT_EXPLANATION, remedy=EXIT_REMEDY)
+        # in log order: a worker's traceback reaches the judge when its block
+        # closes, after lines other processes wrote below it
+        candidates = sorted(candidates, key=lambda s: s.lineno)
         best = max(candidates, key=_score)  # max keeps the first of equals: the root
         best = self._thrown(best, candidates)
         rule = best.cause_rule
