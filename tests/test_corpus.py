@@ -94,3 +94,32 @@ def test_reported_corpus():
         assert label["source"].startswith("https://"), log.name
         assert label["date"] and label["server"] in {"vllm", "sglang", "llamacpp", "tgi", "trtllm", "lmdeploy"}
         assert label["outcome"] in ("ready", "failed", "hung"), log.name
+
+
+# How the same log reaches a user from other machines: kubectl logs --timestamps,
+# docker compose's service column, journalctl/syslog, Windows line ends.
+REWRITES = {
+    "kubectl": lambda line: "2026-05-01T10:00:00.123456789Z " + line,
+    "compose": lambda line: "vllm-1  | " + line,
+    "journald": lambda line: "Dec  1 10:00:00 gpu01 vllm[1234]: " + line,
+    "crlf": lambda line: line + "\r",
+}
+
+
+@pytest.mark.parametrize("how", sorted(REWRITES))
+def test_a_log_from_another_machine_gets_the_same_verdict(how):
+    """Every third reported log, each line behind another host's prefix (or
+    with CRLF line ends): the same outcome, cause and evidence line."""
+    import io
+
+    rewrite = REWRITES[how]
+    changed = []
+    for log in REPORTED[::3]:
+        if log.stem in KNOWN_MISSES:
+            continue
+        lines = log.read_bytes().decode("utf-8", "replace").split("\n")
+        want, got = diagnose(str(log)), diagnose(io.BytesIO("\n".join(rewrite(x) if x else x for x in lines).encode()))
+        if (got.outcome, got.cause) != (want.outcome, want.cause) or \
+                (got.evidence or {}).get("lineno") != (want.evidence or {}).get("lineno"):
+            changed.append(f"{log.stem}: {want.outcome}/{want.cause} -> {got.outcome}/{got.cause}")
+    assert not changed, changed

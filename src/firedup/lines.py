@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-ANSI = re.compile(r"\x1b\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+# The escape sequences, and syslog's printable form of a colour code (rsyslog
+# writes ESC as "#033": "#033[1;36m(VllmWorker rank=3 pid=1)#033[0;0m").
+ANSI = re.compile(r"\x1b\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|#033\[[0-9;]*m")
 
 # Each pattern removes one prefix; they are tried again until none applies, so
 # stacked prefixes (docker timestamp + SGLang bracket, worker + vLLM level) peel
@@ -15,12 +17,17 @@ ANSI = re.compile(r"\x1b\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x07\x1b]*(
 _PREFIXES = [
     # a log console's columns, as pasted: "  | 2025-03-07T05:56:27.270Z | "
     re.compile(r"[\s\xa0]*\| \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z? \| "),
+    # syslog / journalctl: "Dec  1 10:00:00 gpu01 vllm[1234]: ", with --output=short-iso a date
+    re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?"
+               r"(?:[+-]\d\d:?\d\d|Z)?) [\w.-]+ (?P<origin>[\w.@/-]+\[\d+\]): "),
     # docker compose service column: "ollama  | "
     re.compile(r"(?P<origin>[\w.-]+)\s+\| "),
     # ISO / docker timestamps: "2025-02-04 21:21:33 ", "2025-10-13T22:12:09.754618Z  INFO "
     re.compile(
-        r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
-        r"(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\s+)?"
+        r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+        # one space only when no level follows: a traceback's frames keep their indent
+        # (and not a vLLM record's own level: "ERROR 07-11 15:21:48 [x.py:1] ")
+        r"(?:\s+(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\s+(?!\d\d-\d\d \d\d:)| )"
     ),
     # SGLang: "[2025-04-09 05:05:13 TP0] ", "[2025-04-09 05:05:13 DP0 TP0 EP0] "
     re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?P<origin>[A-Z]+\d+(?: [A-Z]+\d+)*))?\] "),
@@ -75,8 +82,8 @@ class Line(NamedTuple):
 
 
 def clean(raw: str) -> str:
-    """Remove ANSI escape sequences and trailing whitespace."""
-    if "\x1b" in raw:
+    """Remove ANSI escape sequences (and syslog's "#033[...m") and trailing whitespace."""
+    if "\x1b" in raw or "#033[" in raw:
         raw = ANSI.sub("", raw)
     return raw.rstrip()
 

@@ -157,7 +157,7 @@ class Scanner:
         return self.close()
 
     def _region(self, region: bytes) -> Iterator[tuple[int, bytes, list[object]]]:
-        if b"\x1b" in region:  # colour codes can sit inside the words rules look for
+        if b"\x1b" in region or b"#033[" in region:  # colour codes can sit inside the words rules look for
             region = _ANSI.sub(b"", region)
         prefilter = self.prefilter
         hits = prefilter.scan(region)
