@@ -112,3 +112,18 @@ def test_an_uncaught_cpp_exception_is_told_by_its_message(what, cause):
            "terminate called after throwing an instance of 'std::runtime_error'\n" + what + "\nAborted (core dumped)\n")
     verdict = diagnose(io.BytesIO(log.encode()))
     assert (verdict.outcome, verdict.cause, verdict.evidence["line"]) == ("failed", cause, what)
+
+
+SGLANG_WARMING_UP = (SGLANG + "[2025-03-10 16:21:31] INFO:     Uvicorn running on http://127.0.0.1:30001 (Press CTRL+C to quit)\n"
+                     "[2025-03-10 16:21:32] INFO:     127.0.0.1:51288 - \"GET /get_model_info HTTP/1.1\" 200 OK\n")
+
+
+def test_a_watchdog_that_ends_the_warm_up_is_warmup_failed():
+    log = SGLANG_WARMING_UP + "[2025-03-10 16:29:01 TP0] Watchdog timeout (self.watchdog_timeout=300)\nKilled\n"
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert (verdict.cause, verdict.evidence["line"]) == ("warmup_failed", "[2025-03-10 16:29:01 TP0] Watchdog timeout (self.watchdog_timeout=300)")
+
+
+def test_an_exception_during_the_warm_up_is_told_by_the_exception():
+    log = SGLANG_WARMING_UP + tb("AttributeError: 'MlxModelRunnerStub' object has no attribute 'prefill_aware_swa'")
+    assert diagnose(io.BytesIO(log.encode())).cause == "other"

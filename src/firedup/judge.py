@@ -51,8 +51,11 @@ exception lines, tracebacks cut short), in log order, the root is
    process's own traceback; ``warmup_failed`` and SGLang's "Capture cuda
    graph failed": where start-up failed, not why; ``other``); a
    ``terminate called after throwing ...`` gives way to the ``what():`` line
-   under it, the C++ exception's own message, and an abort to a fatal line
-   just before it (ggml's "CUDA error: ..."); an exception no rule explains
+   under it, the C++ exception's own message, and an abort or a kill to the
+   first fatal line before it (ggml's "CUDA error: ..."); a fatal line no
+   rule explains, no exception before it, while the server's own warm-up
+   request ran (after its HTTP server came up: SGLang's watchdog) is
+   ``warmup_failed``; an exception no rule explains
    that a warm-up failure line follows is ``warmup_failed``, the exception
    the evidence;
 4. else the first fatal line naming no cause ("Engine core initialization
@@ -131,6 +134,10 @@ BURST_LINES = 20
 
 OTHER_EXPLANATION = "The server stopped on an error that no rule names; the evidence line is the root error."
 OTHER_REMEDY = "Read the traceback around the evidence line; if it is a new failure mode, add a rule to the pack."
+WARMUP_EXPLANATION = ("The server's own warm-up run failed after its HTTP server came up, on an error no rule "
+                      "names; the evidence line is that error.")
+WARMUP_REMEDY = ("Read the error at the evidence line: the first real forward pass runs the kernels start-up skipped "
+                 "(a backend, a custom all-reduce, a CUDA graph); try the server's switches that turn them off.")
 EXIT_EXPLANATION = "The server process exited before it was ready and left no error line that firedup recognises."
 EXIT_REMEDY = "Read the last lines of the log; run the command by hand to see its output."
 
@@ -257,6 +264,7 @@ class Judge:
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
         self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
+        self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
 
     # -- input ---------------------------------------------------------------
 
@@ -375,6 +383,9 @@ class Judge:
         self.last_evidence = now
 
     def _enter(self, phase: str, now: float) -> None:
+        if phase == "warmup" and self.phase == "http":
+            # SGLang (llama.cpp likewise) serves HTTP first, then runs its own warm-up request
+            self.warming_up = True
         if PHASES.index(phase) <= PHASES.index(self.phase):
             return
         self.phases[self.phase] = round(self.phases.get(self.phase, 0.0) + now - self.phase_started, 3)
@@ -565,6 +576,12 @@ class Judge:
             # "Initialization failed. warmup error: Traceback ...": its exception says what failed
             evidence = next((c for c in candidates if c.kind == "exception"
                              and c.data.get("traceback") == best.lineno), best)
+        if (rule is None or rule.cause is None) and self.ready is None and self.warming_up and best.kind == "fatal":
+            # the HTTP server was up and the server's own warm-up request was
+            # running when a fatal line (a watchdog, a kill) ended it, no
+            # exception saying why: where it failed is all the log says
+            return self._verdict("failed", now, self._evidence_of(evidence), cause="warmup_failed",
+                                 explanation=WARMUP_EXPLANATION, remedy=WARMUP_REMEDY)
         if rule is None or rule.cause is None:
             return self._verdict("failed", now, self._evidence_of(evidence), cause="other",
                                  explanation=OTHER_EXPLANATION, remedy=OTHER_REMEDY)
@@ -575,15 +592,16 @@ class Judge:
     def _thrown(best: Signal, candidates: list[Signal]) -> Signal:
         """For a line saying how a process died ("terminate called after
         throwing an instance of 'std::runtime_error'", "Aborted (core
-        dumped)"), the error it died of: the exception's own message printed
-        right under it ("what():  ..."), else a fatal line just before it
-        ("CUDA error: peer access has not been enabled")."""
+        dumped)", "Killed"), the error it died of: the exception's own message
+        printed right under it ("what():  ..."), else the first fatal line
+        before it ("CUDA error: peer access has not been enabled", SGLang's
+        "Watchdog timeout")."""
         if best.rule is None or not best.rule.consequence:
             return best
         what = next((c for c in candidates if c.data.get("what") and 0 < c.lineno - best.lineno <= 2), None)
         if what is not None:
             return what
-        return next((c for c in reversed(candidates) if c.kind == "fatal" and 0 < best.lineno - c.lineno <= BURST_LINES
+        return next((c for c in candidates if c.kind == "fatal" and 0 < best.lineno - c.lineno <= CONTEXT_LINES
                      and c.rule is not None and not c.rule.consequence), best)
 
     def _first_copy(self, best: Signal) -> Signal:

@@ -32,7 +32,7 @@ _PREFIXES = [
     # SGLang: "[2025-04-09 05:05:13 TP0] ", "[2025-04-09 05:05:13 DP0 TP0 EP0] "
     re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?P<origin>[A-Z]+\d+(?: [A-Z]+\d+)*))?\] "),
     # vLLM / Ray workers: "(APIServer pid=1805) ", "(VllmWorker rank=0 pid=12) "
-    re.compile(r"(?P<origin>\((?:[\w.-]+)(?: (?:rank|pid|ip|node)=[\w.:-]+)+\)) ?"),
+    re.compile(r"(?P<origin>\((?:[\w.-]+)(?:,? (?:rank|pid|ip|node)=[\w.:-]+)+\)) ?"),
     # vLLM levels: "INFO 04-25 08:50:55 [file.py:44] ", old "INFO 10-12 00:26:58 launcher.py:27] "
     re.compile(
         r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
