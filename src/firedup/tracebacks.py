@@ -50,10 +50,14 @@ _MAX_SILENCE = 200
 
 
 class _Block:
-    __slots__ = ("origin", "lineno", "text", "level", "exceptions", "details", "frames", "frame", "state", "last")
+    __slots__ = ("origin", "alias", "lineno", "text", "level", "exceptions", "details", "frames", "frame", "state",
+                 "last")
 
-    def __init__(self, origin: str, lineno: int, text: str, level: str = ""):
+    def __init__(self, origin: str, lineno: int, text: str, level: str = "", alias: str = ""):
         self.origin = origin
+        # a header inside a record: its lines carry no prefix of their own, or
+        # (behind docker compose, journald) the same one as the header's line
+        self.alias = alias
         self.lineno = lineno
         self.text = text
         self.level = level  # the level of the log record the traceback belongs to, when its header has none
@@ -90,6 +94,9 @@ class Assembler:
         # prefixed record; the frames that follow carry no prefix.
         origin = "" if header and header.start() > 0 else line.origin
         block = self._blocks.get(origin)
+        if block is None and origin:
+            inner = self._blocks.get("")
+            block = inner if inner is not None and inner.alias == origin else None
         if header:
             self.consumed = True
             if block is not None and block.state == "chain":
@@ -99,7 +106,7 @@ class Assembler:
             if block is not None:
                 out += self._close(block)
             level = self._before[2] if not line.level and self._before[:2] == (lineno - 1, origin) else ""
-            self._blocks[origin] = _Block(origin, lineno, line.text, level)
+            self._blocks[origin] = _Block(origin, lineno, line.text, level, line.origin if origin != line.origin else "")
             return self._expire(lineno, out)
         if block is not None:
             block.last = lineno
