@@ -106,7 +106,8 @@ class Assembler:
             if block is not None:
                 out += self._close(block)
             level = self._before[2] if not line.level and self._before[:2] == (lineno - 1, origin) else ""
-            self._blocks[origin] = _Block(origin, lineno, line.text, level, line.origin if origin != line.origin else "")
+            alias = line.origin if origin != line.origin else ""
+            self._blocks[origin] = _Block(origin, lineno, line.text, level, alias)
             return self._expire(lineno, out)
         if block is not None:
             block.last = lineno
