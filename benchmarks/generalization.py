@@ -1,14 +1,17 @@
 """How well the rules read real logs they were not written against.
 
-The reported corpus (tests/fixtures/reported/*.log with a .json label) is
-sorted by the date each log was posted; the newest quarter is held out: rules
-are fixed against the older three quarters only, and the held-out quarter
-measures how the fixes generalize. Each --rules-from revision's rules (and
-code) read the corpus of the working tree, so the same logs are measured with
-the rules as they were at that revision:
+The reported corpus (tests/fixtures/reported/*.log with a .json label): the
+logs of the first gathering are sorted by the date each was posted and the
+newest quarter is held out (--set held-out / older); each later batch (a
+sidecar's "gathered" date) is a set of its own, measured with the rules
+frozen before the batch was looked at (--set gathered-DATE, or fresh for the
+newest). Each --rules-from revision's rules (and code) read the corpus of the
+working tree, so the same logs are measured with the rules as they were at
+that revision:
 
-    python benchmarks/generalization.py --rules-from 9bd04e9 --rules-from WORKTREE
+    python benchmarks/generalization.py --rules-from 78446fb --rules-from WORKTREE --set fresh
     python benchmarks/generalization.py --rules-from WORKTREE --set older --misses
+    python benchmarks/generalization.py --coverage
 
 prints a markdown table (or, with --misses, the logs where the rules and the
 label differ).
