@@ -48,6 +48,13 @@ def _before_bind(line: str) -> bool:
     return any(r.before_bind and r.pattern.search(message) for r in rules.load().rules)
 
 
+def _restarted(log: Path, first: int, last: int) -> bool:
+    """Whether a line a server prints once as it starts comes between two line numbers."""
+    starts = [r for r in rules.load().rules if r.start]
+    lines = log.read_bytes().decode("utf-8", "replace").split("\n")[first:last - 1]
+    return any(r.pattern.search(parse(line).message) for line in lines for r in starts)
+
+
 def _env(tmp: Path) -> dict[str, str]:
     return {**os.environ, "NO_COLOR": "1", "FIREDUP_LEDGER": str(tmp / "ledger.db"),
             "XDG_STATE_HOME": str(tmp / "state")}
@@ -122,4 +129,7 @@ def test_watching_the_log_alone_agrees_with_diagnose(replays, log, mode):
         assert not (want["cause"] == "port_in_use" and _before_bind(verdict["evidence"]["line"])), verdict
         return
     assert (verdict["outcome"], verdict["cause"]) == (outcome, want["cause"]), verdict
+    first, last = verdict["evidence"]["lineno"], want["evidence"]["lineno"]
+    if mode == "paused" and outcome == "ready" and _restarted(log, first, last):
+        return  # two runs appended to one log: a live watch answers at the first one's ready line
     assert verdict["evidence"]["line"] == want["evidence"]["line"]

@@ -129,6 +129,9 @@ MAX_BENIGN = 50
 _DIGITS = re.compile(r"\d+")
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
+# The score of a fatal wrapper that quotes the cause ("Failed to initialize
+# executor on rank 0: CUDA out of memory ..."): below the exception it quotes.
+WRAPPER = 3.5
 # vLLM lists its routes between the line that announces the server and uvicorn's.
 ANNOUNCED_LINES = 200
 # Lines naming one cause this close to each other tell one failure.
@@ -201,7 +204,7 @@ def _score(s: Signal) -> float:
     if not _weak(s):
         # a wrapper that quotes the cause ("Failed to initialize executor on
         # rank 0: CUDA out of memory ...") comes after the error it quotes
-        return 3.5 if s.kind == "fatal" and s.rule is not None and s.rule.consequence else 4
+        return WRAPPER if s.kind == "fatal" and s.rule is not None and s.rule.consequence else 4
     if s.kind == "exception" or s.cause:
         return 2
     if s.kind == "fatal":
@@ -508,7 +511,8 @@ class Judge:
         return min(times) if times else None
 
     def _cause_named(self) -> bool:
-        return any(_score(c) >= 3 for c in self.candidates or self.after_ready)
+        # a wrapper quoting the cause waits, like a line naming none, for the error it quotes
+        return any(_score(c) >= 3 and _score(c) != WRAPPER for c in self.candidates or self.after_ready)
 
     def _announced(self, s: Signal) -> bool:
         """Whether a ready line follows another printed before the bind, of
