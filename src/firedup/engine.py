@@ -46,8 +46,7 @@ def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
         pairs: list[tuple[str, Any]] = [
             (rule.pattern.pattern, rule) for rule in ruleset.rules
             if rule.frame is None  # frame rules read exceptions, not lines
-            # (a ready line printed before the bind may follow another: the later is the evidence)
-            and (not ready or rule.start or rule.stop_when_ready or (rule.kind == "ready" and rule.before_bind)
+            and (not ready or rule.start or rule.stop_when_ready
                  or (rule.kind in _AFTER_READY and not (ready == 2 and rule.kind == "benign")))
         ]
         if detect:

@@ -132,8 +132,6 @@ CONTEXT_LINES = 500
 # The score of a fatal wrapper that quotes the cause ("Failed to initialize
 # executor on rank 0: CUDA out of memory ..."): below the exception it quotes.
 WRAPPER = 3.5
-# vLLM lists its routes between the line that announces the server and uvicorn's.
-ANNOUNCED_LINES = 200
 # Lines naming one cause this close to each other tell one failure.
 BURST_LINES = 20
 
@@ -345,8 +343,6 @@ class Judge:
         elif kind == "ready":
             if not self.fatal and self.ready is None:
                 self._set_ready(s, now)
-            elif self._announced(s):
-                self.ready = s  # the uvicorn line under the line that announced it
         elif kind == "fatal":
             self._fail(s, now)
             self.fatal = True
@@ -513,16 +509,6 @@ class Judge:
     def _cause_named(self) -> bool:
         # a wrapper quoting the cause waits, like a line naming none, for the error it quotes
         return any(_score(c) >= 3 and _score(c) != WRAPPER for c in self.candidates or self.after_ready)
-
-    def _announced(self, s: Signal) -> bool:
-        """Whether a ready line follows another printed before the bind, of
-        the same family, a few lines before (vLLM's "Starting vLLM API server
-        on ..." and then uvicorn's "Application startup complete."): the later
-        is the evidence."""
-        ready = self.ready
-        return (ready is not None and not self.fatal and self._settles(ready) and self._settles(s)
-                and ready.rule is not None and s.rule is not None and ready.rule.family == s.rule.family
-                and 0 < s.lineno - ready.lineno <= ANNOUNCED_LINES)
 
     def _settles(self, ready: Signal) -> bool:
         return ready.rule is not None and ready.rule.before_bind
