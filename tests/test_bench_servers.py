@@ -195,9 +195,11 @@ def test_a_failing_models_endpoint_does_not_stop_a_bench_given_the_model(tmp_pat
         assert refused.stderr.decode().strip().startswith("firedup: GET /v1/models -> 500")
         assert refused.stderr.decode().strip().endswith("pass --model NAME")
         proc = run_cli("bench", server.url, *common, "--model", str(MODEL), "--json", timeout=300)
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     out = json.loads(proc.stdout)
     assert out["completed"] == 2 and (out["model"], out["model_source"]) == (str(MODEL), "--model")
+    # exit 1 is the bench's own verdict that a loaded machine timed tokens together (the tiny
+    # model's tokens come ~2 ms apart): the measurement is flagged, the bench was not stopped
+    assert proc.returncode == (0 if out["health"]["valid"] else 1), proc.stderr.decode()[-2000:]
 
 
 @need(TF)
