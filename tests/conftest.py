@@ -34,6 +34,14 @@ def run_cli(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subp
     )
 
 
+def assert_measured(proc: subprocess.CompletedProcess) -> None:
+    """A bench (or run) that went to its end: exit 0, or 1 where the bench
+    flagged its own measurement (a loaded machine read the tiny model's tokens,
+    ~2 ms apart, together: "valid": false in its health)."""
+    flagged = b'"valid": false' in proc.stdout
+    assert proc.returncode == (1 if flagged else 0), proc.stderr.decode()[-2000:]
+
+
 @pytest.fixture(autouse=True)
 def private_state(tmp_path, monkeypatch):
     """Every test writes its runs, records and ledger under its own tmp_path."""

@@ -18,7 +18,7 @@ import firedup
 from firedup.bench.run import run as bench
 from firedup.bench.workload import Workload
 
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, assert_measured, run_cli
 from .test_servers import ENV, GGUF, MODEL, TF, VLLM, free_port, llama, need, tf, vllm
 
 
@@ -148,7 +148,7 @@ def test_firedup_run_launches_benches_records_and_stops(tmp_path, monkeypatch):
     proc = run_cli("run", "--name", "tiny", "--concurrency", "2", "--num-prompts", "4", "--input-len", "8",
                    "--output-len", "8", "--warmup", "1", "--json", "--stall", "120", "--",
                    *map(str, tf(MODEL, port)), timeout=300)
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert_measured(proc)
     out = json.loads(proc.stdout)
     assert out["completed"] == 4 and out["failed"] == 0 and out["url"] == f"http://127.0.0.1:{port}"
     assert (out["model"], out["model_source"]) == (str(MODEL), "the launch's command line")
@@ -168,7 +168,7 @@ def test_firedup_run_relaunch_starts_the_server_for_each_repeat(tmp_path, monkey
     proc = run_cli("run", "--name", "twice", "--repeat", "2", "--relaunch", "--concurrency", "1", "--num-prompts",
                    "2", "--input-len", "8", "--output-len", "4", "--warmup", "0", "--json", "--stall", "120", "--",
                    *map(str, tf(MODEL, free_port())), timeout=300)
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert_measured(proc)
     out = json.loads(proc.stdout)
     assert out["repeats_across"] == "server starts" and len(out["repeats"]) == 2
     kinds = [r["kind"] for r in json.loads(run_cli("runs", "--json").stdout)]
@@ -195,11 +195,9 @@ def test_a_failing_models_endpoint_does_not_stop_a_bench_given_the_model(tmp_pat
         assert refused.stderr.decode().strip().startswith("firedup: GET /v1/models -> 500")
         assert refused.stderr.decode().strip().endswith("pass --model NAME")
         proc = run_cli("bench", server.url, *common, "--model", str(MODEL), "--json", timeout=300)
+    assert_measured(proc)
     out = json.loads(proc.stdout)
     assert out["completed"] == 2 and (out["model"], out["model_source"]) == (str(MODEL), "--model")
-    # exit 1 is the bench's own verdict that a loaded machine timed tokens together (the tiny
-    # model's tokens come ~2 ms apart): the measurement is flagged, the bench was not stopped
-    assert proc.returncode == (0 if out["health"]["valid"] else 1), proc.stderr.decode()[-2000:]
 
 
 @need(TF)
@@ -210,7 +208,7 @@ def test_firedup_run_interleaves_two_configurations_and_compares_them_pair_by_pa
     proc = run_cli("run", "--name", "ab", "--repeat", "2", "--concurrency", "1", "--num-prompts", "2",
                    "--input-len", "8", "--output-len", "4", "--warmup", "0", "--json", "--stall", "120",
                    "--tokenizer", str(MODEL), "--", "env", "OMP_NUM_THREADS=1", *serve, "--vs", *serve, timeout=600)
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert_measured(proc)
     out = json.loads(proc.stdout)
     assert out["order"] == "ABBA"
     assert out["compare"]["runs"] == [out["runs"]["A"], out["runs"]["B"]] and out["compare"]["tests"][0]["paired"]

@@ -20,7 +20,7 @@ from firedup.signals import Signal
 from firedup.sources import slurm as source
 
 from . import slurmd
-from .conftest import run_cli
+from .conftest import assert_measured, run_cli
 from .test_servers import MODEL, TF, Recorder, broken_copy, free_port, need, tf
 
 # -- plain output, no cluster needed -------------------------------------------------
@@ -158,7 +158,7 @@ def test_one_node_tiny_model_ready_benchmarked_stopped_recorded(cluster, env, tm
     proc = run_cli("run", "--slurm", "--name", "tiny-slurm", "--log-dir", str(tmp_path / "logs"), "--stall", "120",
                    "--concurrency", "2", "--num-prompts", "4", "--input-len", "8", "--output-len", "8", "--json",
                    "--", *map(str, tf(MODEL, port)), timeout=300)
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert_measured(proc)
     bench = json.loads(proc.stdout.decode().splitlines()[-1])
     assert bench["completed"] == 4 and bench["url"] == f"http://127.0.0.1:{port}"
     ledger = Ledger(os.environ["FIREDUP_LEDGER"])
