@@ -650,8 +650,8 @@ def test_a_child_ended_by_a_signal_long_after_ready_is_a_stop():
     # past the 200 benign lines after which the engine stops reading benign rules
     served = "huggingface/tokenizers: The current process just got forked, after parallelism has already been used.\n" * 300
     log = (VLLM_START + VLLM_READY + served
-           + "ERROR 11-20 09:34:06 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 118 died, exit code: -15\n"
+           + "[2025-05-22 20:31:24] Child process unexpectedly failed with an exit code 9. pid=3905457\n"
            + "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nRuntimeError: boom\n")
     v = _diagnosed(log)
     assert v.outcome == "ready"
-    assert any("exit code: -15" in b["line"] for b in v.benign)  # read, as the stop it is
+    assert any("exit code 9" in b["line"] for b in v.benign)  # read (no other rule tags it), as the stop it is

@@ -253,7 +253,7 @@ class Engine:
         wrote it; until then only the generic pack and the rules whose
         wording is their family's alone (``gated = false``) read lines."""
         for rule in candidates:
-            if rule.family != "generic" and rule.family != self.family and (rule.gated or self.family is not None):
+            if not self._reads(rule):
                 continue
             m = rule.pattern.search(line.message)
             if m is None and line.text is not line.message:
@@ -261,6 +261,11 @@ class Engine:
             if m is not None:
                 return rule, m
         return None
+
+    def _reads(self, rule: Rule) -> bool:
+        """Whether a rule reads this log: the generic pack's always, a family's
+        once the log is known to be that family's (or, ungated, while no family is)."""
+        return rule.family == "generic" or rule.family == self.family or (not rule.gated and self.family is None)
 
     def _cause_of(self, line: lines.Line) -> Rule | None:
         """The first rule in priority order that names a cause and matches the line."""
@@ -295,9 +300,7 @@ class Engine:
         if not frame:
             return None
         for rule in self._frame_rules:
-            if rule.family != "generic" and rule.family != self.family and (rule.gated or self.family is not None):
-                continue
-            if rule.pattern.search(message) and rule.frame.search(frame):  # type: ignore[union-attr]
+            if self._reads(rule) and rule.pattern.search(message) and rule.frame.search(frame):  # type: ignore[union-attr]
                 return rule
         return None
 
