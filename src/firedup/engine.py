@@ -30,6 +30,11 @@ BENIGN_AFTER_READY = 200
 # Lines at these levels, outside a traceback and not heartbeats or shutdown
 # lines, show a server going on after an exception it logged.
 _CALM_LEVELS = ("INFO", "DEBUG")
+# Rules whose reading of one of a log's last lines says the server was going on
+# (or what else the line is), not dying: the last words stop there.
+_GOING_ON = ("ready", "phase", "progress", "heartbeat", "benign", "config", "stopping", "stopped")
+# A message that says it is a warning where no level prefix does ("[WARNING] ...", "warning: ...").
+_WARNING_MARK = re.compile(r"(?i)\W{0,3}warn(?:ing)?\b")
 
 
 def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
@@ -45,7 +50,7 @@ def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
     if key not in _PREFILTERS:
         pairs: list[tuple[str, Any]] = [
             (rule.pattern.pattern, rule) for rule in ruleset.rules
-            if rule.frame is None  # frame rules read exceptions, not lines
+            if rule.frame is None and rule.kind != "last_words"  # these read exceptions / a log's end, not lines
             and (not ready or rule.start or rule.stop_when_ready
                  or (rule.kind in _AFTER_READY and not (ready == 2 and rule.kind == "benign")))
         ]
@@ -84,6 +89,7 @@ class Engine:
         self._progress_rules = [r for r in self.ruleset.rules if r.kind == "progress"]
         self._stopping_rules = [r for r in self.ruleset.rules if r.kind == "stopping"]
         self._benign_rules = [r for r in self.ruleset.rules if r.kind == "benign"]
+        self._line_rules = [r for r in self.ruleset.rules if r.frame is None]
         self._peeked: bytes | None = None
         self._held: list[tuple[int, lines.Line, list[Rule], list[Signal], bool]] = []
         self._block: _Block | None = None  # an open multi-line configuration
@@ -107,8 +113,33 @@ class Engine:
         return [self._signal(found[0], found[1].groupdict(), self.scanner.lineno, line)]
 
     def close(self) -> list[Signal]:
-        """End of input: flush the partial last line, held lines and open tracebacks."""
-        return self._flush(self.scanner.close())
+        """End of input: flush the partial last line, held lines and open
+        tracebacks, then read the log's last words."""
+        out = self._flush(self.scanner.close())
+        return out + self._last_words()
+
+    def _last_words(self) -> list[Signal]:
+        """The first error-looking line of the burst a log ends on: the lines
+        after the last one where the server said something calm (an INFO,
+        DEBUG or WARNING record, a line a rule reads as start-up, progress or
+        a known harmless message). A line a cause rule reads there names its
+        cause; one only a ``last_words`` rule reads names none. A log ending
+        on such lines died of something no fatal rule knows (a SYCL error, a
+        "Floating point exception"), where one that hangs ends on where it got."""
+        found: Signal | None = None
+        for lineno, raw in reversed(self.scanner.tail):
+            line = lines.parse(raw.decode("utf-8", "replace"))
+            if line.level in (*_CALM_LEVELS, "WARNING") or _WARNING_MARK.match(line.message):
+                break
+            hit = self._match(line, self._line_rules)
+            if hit is None or hit[0].kind == "fatal":
+                continue  # a stack frame, a dump; a fatal line is read already
+            rule = hit[0]
+            if rule.kind in _GOING_ON:
+                break
+            found = Signal("last_words", lineno, line.text, rule, line.origin,
+                           explains=rule if rule.kind == "cause" else None)
+        return [found] if found is not None else []
 
     def idle(self) -> list[Signal]:
         """The input went quiet: read now what waits for a next line that may

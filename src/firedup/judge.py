@@ -61,7 +61,11 @@ exception lines, tracebacks cut short), in log order, the root is
 4. else the first fatal line naming no cause ("Engine core initialization
    failed"), one that only heads a dump ("Shard complete standard error
    output:", marked ``consequence``) after the others, else the first
-   traceback cut off before its exception.
+   traceback cut off before its exception;
+5. a log that ended (or a process that exited) with none of these, no ready
+   line and no stop, on error lines that no rule reads as the server going
+   on (the engine's last words: "Native API failed ...", "Floating point
+   exception"): the first of them, ``other`` unless a cause rule reads it.
 "First" makes the first copy of a message repeated by several ranks the
 evidence, and the root of a chain of exceptions (``raise ... from``) its
 first; a fatal root naming a cause that repeats a message logged just before
@@ -268,6 +272,7 @@ class Judge:
         self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
         self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
+        self.last_words: Signal | None = None  # the error lines a finished log ends on (Engine.close)
 
     # -- input ---------------------------------------------------------------
 
@@ -346,6 +351,8 @@ class Judge:
         elif kind == "fatal":
             self._fail(s, now)
             self.fatal = True
+        elif kind == "last_words":
+            self.last_words = s
         elif kind in ("exception", "traceback"):
             if s.data.get("level") in _HANDLED_LEVELS:
                 self._unused(s, "handled")  # logged as a warning: the server handled it
@@ -531,6 +538,8 @@ class Judge:
 
     def finish(self, now: float = 0.0) -> Verdict:
         """The verdict on a finished log: no more lines will come."""
+        if self.last_words is not None and self.ready is None and self.stopped is None and not self.candidates:
+            self._fail(self.last_words, now)  # it died of the error lines it ends on
         if self.fatal or self.candidates or (self.exit_code not in (None, 0) and self.ready is None
                                              and self.stopped is None):
             return self._failed(now)
@@ -548,6 +557,8 @@ class Judge:
 
     def _failed(self, now: float) -> Verdict:
         candidates = self.candidates or self.after_ready
+        if not candidates and self.ready is None and self.last_words is not None:
+            candidates = [self.last_words]  # a process that ended on error lines no rule knows
         if self.ready is not None and self.fatal:
             # a crash while serving: the errors logged just before its fatal line are its own
             first = self.candidates[0].lineno

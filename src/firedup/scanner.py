@@ -28,6 +28,7 @@ except ImportError:  # platforms without a hyperscan wheel: same results, slower
 
 MAX_LINE = 1 << 20
 MAX_REDRAW = 4096  # a progress bar's redraw is short: a longer tail is a line being written
+TAIL_LINES = 8  # the last lines kept for the engine to read once the input ends (a log's last words)
 _ANSI = re.compile(ANSI.pattern.encode())
 
 
@@ -125,6 +126,7 @@ class Scanner:
         self.lineno = 1  # line number where the carried-over tail starts
         self.lines = 0  # complete lines seen
         self.last: tuple[int, bytes] | None = None  # last non-blank segment
+        self.tail: list[tuple[int, bytes]] = []  # the last TAIL_LINES non-blank segments, last one last
         self._tail = b""
         self._redrawn = False  # whether the tail is a redraw after a carriage return
 
@@ -197,11 +199,18 @@ class Scanner:
                 counted = start
                 yield lineno, segment, tags
         end_lineno = lineno + region.count(b"\n", counted)
+        tail: list[tuple[int, bytes]] = []
         end = n
-        while end and region[end - 1] in b" \t\r\n":
-            end -= 1
-        if end:
+        while len(tail) < TAIL_LINES:
+            while end and region[end - 1] in b" \t\r\n":
+                end -= 1
+            if not end:
+                break
             start = max(region.rfind(b"\n", 0, end), region.rfind(b"\r", 0, end)) + 1
-            self.last = (end_lineno - region.count(b"\n", start), region[start:end])
+            tail.append((end_lineno - region.count(b"\n", start), region[start:end]))
+            end = start
+        if tail:
+            self.tail = (self.tail + tail[::-1])[-TAIL_LINES:]
+            self.last = self.tail[-1]
         self.lines += end_lineno - self.lineno
         self.lineno = end_lineno

@@ -3,7 +3,9 @@
 A pack lists, in priority order, rules of these kinds: ``ready``, ``phase``,
 ``progress``, ``heartbeat``, ``fatal``, ``cause``, ``benign``, ``config``,
 ``stopping`` (the server says it is shutting down), ``stopped`` (it was
-stopped from outside: a signal, Ctrl-C). Any rule may also move the
+stopped from outside: a signal, Ctrl-C), ``last_words`` (an error-looking
+line no other rule reads: it decides only among the last lines of a log that
+ended with no other verdict, see ``Engine.close``). Any rule may also move the
 phase (``phase = "weights"``); a ready rule may say that the server prints it
 before it binds its port (``before_bind = true``). Packs of server families
 come before ``generic``, so that a family's reading of a line (a benign
@@ -34,7 +36,8 @@ from importlib import resources
 
 from .._exceptions import RuleError
 
-KINDS = ("ready", "phase", "progress", "heartbeat", "fatal", "cause", "benign", "config", "stopping", "stopped")
+KINDS = ("ready", "phase", "progress", "heartbeat", "fatal", "cause", "benign", "config", "stopping", "stopped",
+         "last_words")
 CAUSES = (
     "cuda_oom", "host_oom", "kv_cache_too_small", "cudnn_version", "arch_unsupported",
     "driver_mismatch", "gpu_unavailable", "undefined_symbol", "version_mismatch",
