@@ -124,6 +124,26 @@ def test_a_watchdog_that_ends_the_warm_up_is_warmup_failed():
     assert (verdict.cause, verdict.evidence["line"]) == ("warmup_failed", "[2025-03-10 16:29:01 TP0] Watchdog timeout (self.watchdog_timeout=300)")
 
 
-def test_an_exception_during_the_warm_up_is_told_by_the_exception():
-    log = SGLANG_WARMING_UP + tb("AttributeError: 'MlxModelRunnerStub' object has no attribute 'prefill_aware_swa'")
-    assert diagnose(io.BytesIO(log.encode())).cause == "other"
+def test_an_exception_no_rule_explains_that_ends_the_warm_up_is_warmup_failed():
+    error = "AttributeError: 'MlxModelRunnerStub' object has no attribute 'prefill_aware_swa'"
+    verdict = diagnose(io.BytesIO((SGLANG_WARMING_UP + tb(error)).encode()))
+    assert (verdict.cause, verdict.evidence["line"]) == ("warmup_failed", error)
+
+
+def test_an_exception_naming_its_cause_during_the_warm_up_keeps_it():
+    error = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert diagnose(io.BytesIO((SGLANG_WARMING_UP + tb(error)).encode())).cause == "cuda_oom"
+
+
+def test_the_same_exception_before_the_http_server_is_up_is_other():
+    error = "AttributeError: 'MlxModelRunnerStub' object has no attribute 'prefill_aware_swa'"
+    assert diagnose(io.BytesIO((SGLANG + tb(error)).encode())).cause == "other"
+
+
+def test_sglangs_warm_up_thread_dying_is_warmup_failed():
+    log = (SGLANG + "INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)\n"
+           "Exception in thread Thread-1 (_wait_and_warmup):\n"
+           + tb("requests.exceptions.JSONDecodeError: Expecting value: line 1 column 1 (char 0)"))
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert (verdict.cause, verdict.evidence["line"]) == (
+        "warmup_failed", "requests.exceptions.JSONDecodeError: Expecting value: line 1 column 1 (char 0)")

@@ -655,3 +655,64 @@ def test_a_child_ended_by_a_signal_long_after_ready_is_a_stop():
     v = _diagnosed(log)
     assert v.outcome == "ready"
     assert any("exit code 9" in b["line"] for b in v.benign)  # read (no other rule tags it), as the stop it is
+
+
+# -- last words: a log that ends on error lines no rule knows -----------------
+
+LLAMA_LOADING = "llama_model_loader: loaded meta data with 30 key-value pairs and 291 tensors from /m.gguf\n"
+UNKNOWN_ERROR = "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!\n"
+
+
+def test_a_finished_log_that_ends_on_an_unknown_error_failed_of_it():
+    run = Run()
+    run.log(LLAMA_LOADING + UNKNOWN_ERROR)
+    v = run.finish()
+    assert (v.outcome.value, v.cause, v.evidence["line"]) == ("failed", "other", UNKNOWN_ERROR.strip())
+
+
+def test_an_unknown_error_the_server_went_on_after_is_not_last_words():
+    run = Run()
+    run.log(LLAMA_LOADING + UNKNOWN_ERROR + "INFO 01-01 00:00:01 [x.py:1] Loading weights took 3.2 s\n")
+    assert run.finish().outcome.value == "incomplete"
+
+
+@pytest.mark.parametrize("warning", [
+    "[WARNING] gemm_config.in is not found; using default GEMM algo",
+    "WARNING 01-01 00:00:01 [x.py:1] Unable to find the kernel cache, building it",
+    "2026-06-07 18:51:07,171 - CUTE_DSL - WARNING - Unexpected error during package walk: x",
+])
+def test_a_log_that_ends_on_a_warning_is_incomplete(warning):
+    run = Run()
+    run.log(LLAMA_LOADING + warning + "\n")
+    assert run.finish().outcome.value == "incomplete"
+
+
+def test_a_second_handlers_copy_of_a_warning_is_not_last_words():
+    run = Run()
+    run.log(LLAMA_LOADING + "2026-06-07 18:51:07,171 - CUTE_DSL - WARNING - Unexpected error during package walk: x\n"
+            "[2026-06-07 18:51:07] Unexpected error during package walk: x\n")
+    assert run.finish().outcome.value == "incomplete"
+
+
+def test_a_cause_line_among_the_last_words_names_the_cause():
+    run = Run()
+    run.log(LLAMA_LOADING + "[TM][ERROR] CUDA runtime error: out of memory /lmdeploy/src/turbomind/core/allocator.cc:49\n")
+    v = run.finish()
+    assert (v.outcome.value, v.cause) == ("failed", "cuda_oom")
+
+
+def test_a_log_watched_alone_that_goes_silent_on_an_unknown_error_fails_at_the_stall_window():
+    run = Run(stall=300)
+    run.log(LLAMA_LOADING + UNKNOWN_ERROR, at=0)
+    assert run.idle(2) is None  # it may go on yet
+    assert run.judge.decide(299) is None
+    v = run.judge.decide(300)
+    assert (v.outcome.value, v.cause, v.evidence["line"]) == ("failed", "other", UNKNOWN_ERROR.strip())
+
+
+def test_lines_after_the_silence_take_the_last_words_back():
+    run = Run(stall=300)
+    run.log(LLAMA_LOADING + UNKNOWN_ERROR, at=0)
+    run.idle(2)
+    run.log("llama_model_loader: - kv   0:   general.architecture str = llama\n", at=10)
+    assert run.judge.decide(310).outcome.value == "stalled"

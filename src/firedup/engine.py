@@ -34,7 +34,9 @@ _CALM_LEVELS = ("INFO", "DEBUG")
 # (or what else the line is), not dying: the last words stop there.
 _GOING_ON = ("ready", "phase", "progress", "heartbeat", "benign", "config", "stopping", "stopped")
 # A message that says it is a warning where no level prefix does ("[WARNING] ...", "warning: ...").
-_WARNING_MARK = re.compile(r"(?i)\W{0,3}warn(?:ing)?\b")
+# A line that says it is a warning where the prefixes parsed no level:
+# "[WARNING] ...", "warning: ...", Python logging's "name - WARNING - ...".
+_WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s")
 
 
 def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
@@ -129,7 +131,9 @@ class Engine:
         found: Signal | None = None
         for lineno, raw in reversed(self.scanner.tail):
             line = lines.parse(raw.decode("utf-8", "replace"))
-            if line.level in (*_CALM_LEVELS, "WARNING") or _WARNING_MARK.match(line.message):
+            if line.level in (*_CALM_LEVELS, "WARNING") or _WARNING_MARK.search(line.message):
+                if found is not None and lines.parse(found.line).message in line.text:
+                    found = None  # a second handler's copy of this warning
                 break
             hit = self._match(line, self._line_rules)
             if hit is None or hit[0].kind == "fatal":
@@ -146,8 +150,10 @@ class Engine:
         never come. An open traceback closes (its exception reaches the judge),
         lines held back for the family are read, an unfinished last line is
         read as it stands (a progress redraw stays, its next state follows).
-        Reading goes on afterwards as usual; line numbers do not move."""
-        return self._flush(self.scanner.flush())
+        Reading goes on afterwards as usual; line numbers do not move. The
+        log's last words so far come too: should it stay silent, the judge
+        judges by them (a log watched alone, its writer dead)."""
+        return self._flush(self.scanner.flush()) + self._last_words()
 
     def _flush(self, segments) -> list[Signal]:
         out = self._run(segments)

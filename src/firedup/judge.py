@@ -52,10 +52,10 @@ exception lines, tracebacks cut short), in log order, the root is
    graph failed": where start-up failed, not why; ``other``); a
    ``terminate called after throwing ...`` gives way to the ``what():`` line
    under it, the C++ exception's own message, and an abort or a kill to the
-   first fatal line before it (ggml's "CUDA error: ..."); a fatal line no
-   rule explains, no exception before it, while the server's own warm-up
-   request ran (after its HTTP server came up: SGLang's watchdog) is
-   ``warmup_failed``; an exception no rule explains
+   first fatal line before it (ggml's "CUDA error: ..."); a fatal line or
+   an exception no rule explains while the server's own warm-up request ran
+   (after its HTTP server came up: SGLang's watchdog, its warm-up thread's
+   traceback) is ``warmup_failed``; an exception no rule explains
    that a warm-up failure line follows is ``warmup_failed``, the exception
    the evidence;
 4. else the first fatal line naming no cause ("Engine core initialization
@@ -272,7 +272,7 @@ class Judge:
         self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
         self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
-        self.last_words: Signal | None = None  # the error lines a finished log ends on (Engine.close)
+        self.last_words: Signal | None = None  # the error lines the log ends on, so far (Engine._last_words)
 
     # -- input ---------------------------------------------------------------
 
@@ -284,6 +284,7 @@ class Judge:
             self._reset(now)
             self.benign, self._benign_seen, self.unused = earlier
         if kind == "lines":
+            self.last_words = None  # more lines came: the next silence reads the new last words
             self.last_line = s
             self.last_line_at = now
             if s.data.get("calm"):
@@ -493,6 +494,9 @@ class Judge:
         if self.stall is not None and now - self.last_evidence >= max(self.stall, self.stall_for.get(self.phase, 0)):
             if self.candidates:
                 return self._failed(now)
+            if self.last_words is not None and self.ready is None and self.stopped is None:
+                self._fail(self.last_words, now)  # silent since the error lines it ends on
+                return self._failed(now)
             if self.stopped is not None and self.ready is None:
                 return self._verdict("stalled", now, self._evidence_of(self._before_stop()))
             return self._verdict("stalled", now, self._last_line())
@@ -591,10 +595,11 @@ class Judge:
             # "Initialization failed. warmup error: Traceback ...": its exception says what failed
             evidence = next((c for c in candidates if c.kind == "exception"
                              and c.data.get("traceback") == best.lineno), best)
-        if (rule is None or rule.cause is None) and self.ready is None and self.warming_up and best.kind == "fatal":
+        if (rule is None or rule.cause is None) and self.ready is None and self.warming_up \
+                and best.kind in ("fatal", "exception"):
             # the HTTP server was up and the server's own warm-up request was
-            # running when a fatal line (a watchdog, a kill) ended it, no
-            # exception saying why: where it failed is all the log says
+            # running when a fatal line (a watchdog, a kill) or an exception no
+            # rule explains ended it: where it failed is all the log says
             return self._verdict("failed", now, self._evidence_of(evidence), cause="warmup_failed",
                                  explanation=WARMUP_EXPLANATION, remedy=WARMUP_REMEDY)
         if rule is None or rule.cause is None:
