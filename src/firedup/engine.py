@@ -33,7 +33,6 @@ _CALM_LEVELS = ("INFO", "DEBUG")
 # Rules whose reading of one of a log's last lines says the server was going on
 # (or what else the line is), not dying: the last words stop there.
 _GOING_ON = ("ready", "phase", "progress", "heartbeat", "benign", "config", "stopping", "stopped")
-# A message that says it is a warning where no level prefix does ("[WARNING] ...", "warning: ...").
 # A line that says it is a warning where the prefixes parsed no level:
 # "[WARNING] ...", "warning: ...", Python logging's "name - WARNING - ...".
 _WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s")

@@ -494,9 +494,8 @@ class Judge:
         if self.stall is not None and now - self.last_evidence >= max(self.stall, self.stall_for.get(self.phase, 0)):
             if self.candidates:
                 return self._failed(now)
-            if self.last_words is not None and self.ready is None and self.stopped is None:
-                self._fail(self.last_words, now)  # silent since the error lines it ends on
-                return self._failed(now)
+            if self._ended_on_error():
+                return self._failed(now)  # silent since the error lines it ends on
             if self.stopped is not None and self.ready is None:
                 return self._verdict("stalled", now, self._evidence_of(self._before_stop()))
             return self._verdict("stalled", now, self._last_line())
@@ -542,16 +541,20 @@ class Judge:
 
     def finish(self, now: float = 0.0) -> Verdict:
         """The verdict on a finished log: no more lines will come."""
-        if self.last_words is not None and self.ready is None and self.stopped is None and not self.candidates:
-            self._fail(self.last_words, now)  # it died of the error lines it ends on
-        if self.fatal or self.candidates or (self.exit_code not in (None, 0) and self.ready is None
-                                             and self.stopped is None):
+        exited = self.exit_code not in (None, 0) and self.ready is None and self.stopped is None
+        if self.fatal or self.candidates or self._ended_on_error() or exited:
             return self._failed(now)
         if self.ready is not None:
             return self._verdict("ready", now, self._evidence_of(self.ready))
         if self.stopped is not None:
             return self._verdict("incomplete", now, self._evidence_of(self._before_stop()))
         return self._verdict("incomplete", now, self._last_line())
+
+    def _ended_on_error(self) -> bool:
+        """Whether, with no failure line, the log ends on error lines no rule
+        reads as the server going on (the engine's last words), before any
+        ready line or stop from outside."""
+        return self.last_words is not None and self.ready is None and self.stopped is None and not self.candidates
 
     def _before_stop(self) -> Signal:
         """Where a start stopped from outside had got: the last line a rule
@@ -561,8 +564,8 @@ class Judge:
 
     def _failed(self, now: float) -> Verdict:
         candidates = self.candidates or self.after_ready
-        if not candidates and self.ready is None and self.last_words is not None:
-            candidates = [self.last_words]  # a process that ended on error lines no rule knows
+        if not candidates and self.last_words is not None and self._ended_on_error():
+            candidates = [self.last_words]  # it died of the error lines it ends on
         if self.ready is not None and self.fatal:
             # a crash while serving: the errors logged just before its fatal line are its own
             first = self.candidates[0].lineno

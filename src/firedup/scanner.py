@@ -125,7 +125,6 @@ class Scanner:
         self.dense = False
         self.lineno = 1  # line number where the carried-over tail starts
         self.lines = 0  # complete lines seen
-        self.last: tuple[int, bytes] | None = None  # last non-blank segment
         self.tail: list[tuple[int, bytes]] = []  # the last TAIL_LINES non-blank segments, last one last
         self._tail = b""
         self._redrawn = False  # whether the tail is a redraw after a carriage return
@@ -139,6 +138,11 @@ class Scanner:
         if cut:
             self._redrawn = buf[cut - 1] == 0x0D
             yield from self._region(buf[:cut] if cut < len(buf) else buf)
+
+    @property
+    def last(self) -> tuple[int, bytes] | None:
+        """The last non-blank segment: its line number and bytes."""
+        return self.tail[-1] if self.tail else None
 
     @property
     def redraw(self) -> bytes | None:
@@ -211,6 +215,5 @@ class Scanner:
             end = start
         if tail:
             self.tail = (self.tail + tail[::-1])[-TAIL_LINES:]
-            self.last = self.tail[-1]
         self.lines += end_lineno - self.lineno
         self.lineno = end_lineno
