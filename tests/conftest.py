@@ -37,9 +37,10 @@ def run_cli(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subp
 def assert_measured(proc: subprocess.CompletedProcess) -> None:
     """A bench (or run) that went to its end: exit 0, or 1 where the bench
     flagged its own measurement (a loaded machine read the tiny model's tokens,
-    ~2 ms apart, together: "valid": false in its health)."""
+    ~2 ms apart, together: "valid": false in its health). A run of repeats may
+    flag one repeat and still exit 0."""
     flagged = b'"valid": false' in proc.stdout
-    assert proc.returncode == (1 if flagged else 0), proc.stderr.decode()[-2000:]
+    assert proc.returncode == 0 or (proc.returncode == 1 and flagged), proc.stderr.decode()[-2000:]
 
 
 @pytest.fixture(autouse=True)
