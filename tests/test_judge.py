@@ -604,6 +604,26 @@ def test_a_window_that_starts_with_a_served_request_is_ready():
     assert v.outcome == "ready" and "ValueError: unsupported modality image_url" in _ignored(v)
 
 
+@pytest.mark.parametrize("up", [
+    "INFO:     Application startup complete.",  # a vLLM whose logging config drops its own lines
+    "(APIServer pid=1) INFO 05-04 23:56:38 [api_server.py:602] Starting vLLM server on http://0.0.0.0:8000",
+])
+def test_a_ready_proven_by_a_served_request_points_back_to_where_the_server_came_up(up):
+    run = Run()
+    run.log("Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:05<00:00,  2.81s/it]\n"
+            f"{up}\nsome unrelated line\n"
+            'INFO:     100.64.10.54:47584 - "GET /v1/models HTTP/1.1" 200 OK\n')
+    v = run.finish()
+    assert (v.outcome, v.evidence["line"]) == ("ready", up)
+
+
+def test_a_served_request_with_no_line_saying_where_it_came_up_is_its_own_evidence():
+    run = Run()
+    served = 'INFO:     172.22.0.4:42970 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+    run.log(f"INFO:     Started server process [1]\n{served}\n")
+    assert run.finish().evidence["line"] == served
+
+
 def test_a_segmentation_fault_after_a_request_error_is_a_segfault():
     run = Run()
     run.log(VLLM_START + VLLM_READY + "AssertionError: The max KV cache length of input sequences (3646) exceeds the "

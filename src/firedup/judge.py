@@ -27,6 +27,9 @@ Rules for the outcome:
   the bind to fail;
 - a health 200 from a port held by a process outside the server's tree is not
   ready: it is someone else's server;
+- a ready proven only by a request the server answered (no ready line in the
+  log) has for evidence the line before it where the server said its HTTP
+  server was up (an ``up`` rule), when there is one;
 - ``stalled`` needs a stall window with no progress evidence: a new phase,
   progress that moves, log lines that are not heartbeats, probe evidence;
 - a stop from outside (a ``stopped`` line: SIGTERM, SIGINT, Ctrl-C, exit code
@@ -274,6 +277,7 @@ class Judge:
         self._stopping = False  # a shutdown line came after an exception
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
         self.last_read: Signal | None = None  # the last line a rule read before any stop
+        self.up: Signal | None = None  # the last line saying the HTTP server is up, before ready
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
         self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
         self.last_words: Signal | None = None  # the error lines the log ends on, so far (Engine._last_words)
@@ -336,6 +340,8 @@ class Judge:
             return
         if s.rule is not None and kind in _READ and self.stopped is None:
             self.last_read = s
+        if s.rule is not None and s.rule.up and self.ready is None:
+            self.up = s
         if s.rule is not None and s.rule.phase:
             self._enter(s.rule.phase, now)
         if kind == "config":
@@ -488,7 +494,7 @@ class Judge:
             return self._failed(now)
         if self.ready is not None:
             if self._ready_confirmed(now):
-                return self._verdict("ready", now, self._evidence_of(self.ready))
+                return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         elif self.candidates and (now - self.pending_since >= self.grace or self._quiet_after_exception(now)):
             return self._failed(now)
         if self.timeout is not None and now - self.started >= self.timeout:
@@ -549,10 +555,20 @@ class Judge:
         if self.fatal or self.candidates or self._ended_on_error() or exited:
             return self._failed(now)
         if self.ready is not None:
-            return self._verdict("ready", now, self._evidence_of(self.ready))
+            return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         if self.stopped is not None:
             return self._verdict("incomplete", now, self._evidence_of(self._before_stop()))
         return self._verdict("incomplete", now, self._last_line())
+
+    def _ready_line(self) -> Signal:
+        """The ready verdict's evidence: the ready line, or for a ready proven
+        only by a request the server answered (a log whose family's ready line
+        is missing: a logging config that drops it), the line before it where
+        the server said its HTTP server was up, when there is one."""
+        assert self.ready is not None  # called only for a ready verdict
+        if self.ready.rule is not None and self.ready.rule.served and self.up is not None:
+            return self.up
+        return self.ready
 
     def _ended_on_error(self) -> bool:
         """Whether, with no failure line, the log ends on error lines no rule

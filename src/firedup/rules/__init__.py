@@ -73,6 +73,10 @@ class Rule:
     # worker): an earlier error, or a cause line nearby, is the root.
     consequence: bool = False
     stop_when_ready: bool = False  # a fatal (or benign) line that, once the server is ready, is a stop (a time limit)
+    # A ready line that proves the server serves (a request it answered 200),
+    # not where it came up: the last ``up`` line before it is the evidence.
+    served: bool = False
+    up: bool = False  # the server says its HTTP server is up (uvicorn's "Application startup complete.")
     gated: bool = True  # read only once the log's family is known to be the rule's
     frame: re.Pattern | None = None  # the innermost frame of the exception's traceback (cause rules only)
     examples: tuple[str, ...] = ()
@@ -123,7 +127,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "before_bind", "consequence", "stop_when_ready",
-                              "gated", "frame", "examples"}
+                              "gated", "frame", "examples", "served", "up"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -157,6 +161,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             start=bool(raw.get("start", False)), before_bind=bool(raw.get("before_bind", False)),
             consequence=bool(raw.get("consequence", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
+            served=bool(raw.get("served", False)), up=bool(raw.get("up", False)),
             gated=bool(raw.get("gated", True)),
             frame=_compile(frame, where) if frame is not None else None,
             examples=examples,
