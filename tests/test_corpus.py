@@ -102,6 +102,7 @@ REWRITES = {
     "kubectl": lambda line: "2026-05-01T10:00:00.123456789Z " + line,
     "compose": lambda line: "vllm-1  | " + line,
     "journald": lambda line: "Dec  1 10:00:00 gpu01 vllm[1234]: " + line,
+    "journald-no-host": lambda line: "Mar 18 11:23:46 sglang-router[931930]: " + line,
     "crlf": lambda line: line + "\r",
 }
 

@@ -33,6 +33,10 @@ _CALM_LEVELS = ("INFO", "DEBUG")
 # Rules whose reading of one of a log's last lines says the server was going on
 # (or what else the line is), not dying: the last words stop there.
 _GOING_ON = ("ready", "phase", "progress", "heartbeat", "benign", "config", "stopping", "stopped")
+# What follows a progress bar's rate on the same line: another process's line
+# glued to a redraw that ended with no newline ("... 7/23 [00:56<00:51,
+# 3.20s/it][host:345:0:4945] Caught signal 11 (Segmentation fault ...)").
+_GLUED = re.compile(r"[^\]\n]*\](?P<rest>.*\S.*)$")
 # A line that says it is a warning where the prefixes parsed no level:
 # "[WARNING] ...", "warning: ...", Python logging's "name - WARNING - ...".
 _WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s")
@@ -240,6 +244,8 @@ class Engine:
         if found is None:
             return 0
         rule, m = found
+        if rule.kind == "progress":
+            self._read_glued(lineno, line, m, candidates, out)
         signal = self._signal(rule, m.groupdict(), lineno, line)
         if rule.kind == "fatal" and rule.cause is None:
             explains = self._cause_of(line)
@@ -264,6 +270,20 @@ class Engine:
             self._last_heartbeat = lineno
             return 1
         return 0
+
+    def _read_glued(self, lineno: int, line: lines.Line, bar: re.Match, candidates: list[Rule],
+                    out: list[Signal]) -> None:
+        """Read the line glued after a progress bar (see _GLUED) as a line of its own."""
+        glued = _GLUED.match(line.message, bar.end()) if bar.string is line.message else None
+        if glued is None:
+            return
+        rest = lines.parse(glued["rest"])
+        found = self._match(rest, sorted({r for r in candidates if r.kind != "progress"}, key=lambda r: r.index))
+        if found is not None:
+            signal = self._signal(found[0], found[1].groupdict(), lineno, rest)
+            if found[0].kind == "fatal" and found[0].cause is None:
+                signal = replace(signal, explains=self._cause_of(rest))
+            out.append(replace(signal, line=line.text))
 
     def _extend_block(self, line: lines.Line, out: list[Signal]) -> bool:
         """Take a line into the open multi-line configuration; False for a

@@ -32,6 +32,9 @@ Rules for the outcome:
   server was up (an ``up`` rule), when there is one;
 - ``stalled`` needs a stall window with no progress evidence: a new phase,
   progress that moves, log lines that are not heartbeats, probe evidence;
+  its evidence (and an ``incomplete`` log's) is the last line, or for a start
+  that ends waiting (a heartbeat: "Waiting for shard 0 to be ready...") the
+  last start-up line before the wait: where it got;
 - a stop from outside (a ``stopped`` line: SIGTERM, SIGINT, Ctrl-C, exit code
   -15 or 143) is no failure: the errors that follow it are the stop's. After
   ready the outcome stays ``ready``; before ready, with no failure before the
@@ -277,6 +280,7 @@ class Judge:
         self._stopping = False  # a shutdown line came after an exception
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
         self.last_read: Signal | None = None  # the last line a rule read before any stop
+        self.last_startup: Signal | None = None  # the last phase, progress or config line
         self.up: Signal | None = None  # the last line saying the HTTP server is up, before ready
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
         self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
@@ -340,6 +344,8 @@ class Judge:
             return
         if s.rule is not None and kind in _READ and self.stopped is None:
             self.last_read = s
+            if kind in ("phase", "progress", "config"):
+                self.last_startup = s
         if s.rule is not None and s.rule.up and self.ready is None:
             self.up = s
         if s.rule is not None and s.rule.phase:
@@ -508,7 +514,7 @@ class Judge:
                 return self._failed(now)  # silent since the error lines it ends on
             if self.stopped is not None and self.ready is None:
                 return self._verdict("stalled", now, self._evidence_of(self._before_stop()))
-            return self._verdict("stalled", now, self._last_line())
+            return self._verdict("stalled", now, self._where_it_got())
         return None
 
     def next_deadline(self) -> float | None:
@@ -558,7 +564,7 @@ class Judge:
             return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         if self.stopped is not None:
             return self._verdict("incomplete", now, self._evidence_of(self._before_stop()))
-        return self._verdict("incomplete", now, self._last_line())
+        return self._verdict("incomplete", now, self._where_it_got())
 
     def _ready_line(self) -> Signal:
         """The ready verdict's evidence: the ready line, or for a ready proven
@@ -640,8 +646,10 @@ class Judge:
         dumped)", "Killed"), the error it died of: the exception's own message
         printed right under it ("what():  ..."), else the first fatal line
         before it ("CUDA error: peer access has not been enabled", SGLang's
-        "Watchdog timeout")."""
-        if best.rule is None or not best.rule.consequence:
+        "Watchdog timeout"); likewise for an exception saying a child died
+        (an EOFError from its closed pipe) after the child's own fatal line."""
+        says_how = best.rule is not None and best.rule.consequence
+        if not says_how and best.cause != "worker_died":  # nor an exception saying a child died (a closed pipe)
             return best
         what = next((c for c in candidates if c.data.get("what") and 0 < c.lineno - best.lineno <= 2), None)
         if what is not None:
@@ -675,8 +683,11 @@ class Judge:
         it, the first (an NCCL watchdog, then the abort that quotes it)."""
         # a line the start-up went on after did not stop it: it explains no crash while serving
         since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
-        before = [c for c in self.causes if since <= c.lineno <= best.lineno]
-        after = [c for c in self.causes if c.lineno > best.lineno]
+        # an optional import the server logged as a warning and went on without explains nothing
+        causes = [c for c in self.causes
+                  if not (c.cause == "missing_module" and parse(c.line).level in _HANDLED_LEVELS)]
+        before = [c for c in causes if since <= c.lineno <= best.lineno]
+        after = [c for c in causes if c.lineno > best.lineno]
         near = [*reversed(before), *after]
         strong = [c for c in near if not _weak(c)]
         # a missing module is often a fallback's: another cause comes first (see _score)
@@ -688,6 +699,14 @@ class Judge:
                     break
                 found = c
         return found
+
+    def _where_it_got(self) -> dict[str, Any] | None:
+        """A start that never got there: its last line, or when it ends on a
+        server waiting ("Waiting for shard 0 to be ready...", a heartbeat and
+        what follows it), the last start-up line before the waiting began."""
+        if self.last_read is not None and self.last_read.kind == "heartbeat" and self.last_startup is not None:
+            return self._evidence_of(self.last_startup)
+        return self._last_line()
 
     def _last_line(self) -> dict[str, Any] | None:
         return self._evidence_of(self.last_line) if self.last_line else None

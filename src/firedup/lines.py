@@ -17,9 +17,10 @@ ANSI = re.compile(r"\x1b\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x07\x1b]*(
 _PREFIXES = [
     # a log console's columns, as pasted: "  | 2025-03-07T05:56:27.270Z | "
     re.compile(r"[\s\xa0]*\| \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z? \| "),
-    # syslog / journalctl: "Dec  1 10:00:00 gpu01 vllm[1234]: ", with --output=short-iso a date
+    # syslog / journalctl: "Dec  1 10:00:00 gpu01 vllm[1234]: ", with --output=short-iso a date;
+    # the host left out of a paste too
     re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?"
-               r"(?:[+-]\d\d:?\d\d|Z)?) [\w.-]+ (?P<origin>[\w.@/-]+\[\d+\]): "),
+               r"(?:[+-]\d\d:?\d\d|Z)?) (?:[\w.-]+ )?(?P<origin>[\w.@/-]+\[\d+\]): "),
     # docker compose service column: "ollama  | "
     re.compile(r"(?P<origin>[\w.-]+)\s+\| "),
     # ISO / docker timestamps: "2025-02-04 21:21:33 ", "2025-10-13T22:12:09.754618Z  INFO "
