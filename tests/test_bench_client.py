@@ -95,7 +95,9 @@ def test_each_request_is_matched_to_the_servers_record_and_contains_it(tmp_path)
     # and the server saw nothing else but the requests that measured its tokens a word
     assert set(r["id"] for r in result.requests) <= set(record)
     assert len(record) == len(result.requests) + CALIBRATION_REQUESTS
-    slack = 50e-6  # the kernel's stamp is carried from the wall clock to the monotonic one
+    # the kernel's stamp is carried from the wall clock to the monotonic one; on a
+    # loaded machine a preemption between reading the two clocks shifts it by ~0.1 ms
+    slack = 200e-6
     for r in result.requests:
         server_side = record[r["id"]]
         assert r["ok"] and r["output_tokens"] == r["chunks"] == 8

@@ -61,11 +61,11 @@ def receive(sock: socket.socket) -> tuple[bytes, float, float] | None:
         return None
     except OSError:
         return b"", time.perf_counter(), 0.0
-    now = time.perf_counter()
+    wall, now = time.time_ns(), time.perf_counter()  # side by side: a preemption between them is lag misread
     for level, kind, stamp in ancillary:
         if level == socket.SOL_SOCKET and kind == _TIMESTAMPNS and len(stamp) >= 16:
             sec, nsec = struct.unpack("qq", stamp[:16])
-            lag = max(0, time.time_ns() - sec * 1_000_000_000 - nsec) / 1e9
+            lag = max(0, wall - sec * 1_000_000_000 - nsec) / 1e9
             return data, now - lag, lag
     return data, now, 0.0
 
