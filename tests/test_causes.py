@@ -186,3 +186,19 @@ def test_last_words_are_named_by_their_wording():
     log = "main: build = 4000\nggml_sycl_init: found 1 SYCL devices\nSYCL error: device memory allocation failed\n"
     verdict = diagnose(io.BytesIO(log.encode()))
     assert (verdict.outcome, verdict.cause) == ("failed", "cuda_oom")
+
+
+def test_an_optional_import_logged_as_a_warning_explains_no_later_failure():
+    error = "ValueError: Expected a torch.device with a specified index or an integer, but got:cuda"
+    log = ("WARNING 03-09 01:21:09 [rocm.py:25] Failed to import from amdsmi with "
+           "ModuleNotFoundError(\"No module named 'amdsmi'\")\n" + VLLM + tb(error, "[rank0]: "))
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert (verdict.cause, verdict.evidence["line"]) == ("other", "[rank0]: " + error)
+
+
+def test_a_childs_closed_pipe_gives_way_to_the_childs_own_fatal_line():
+    fatal = "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:368 'an illegal memory access was encountered'"
+    log = (SGLANG + fatal + "\n[2025-02-18 09:50:38] DataParallelController hit an exception: Traceback (most recent call last):\n"
+           '  File "/usr/lib/python3.10/multiprocessing/connection.py", line 383, in _recv\n    raise EOFError\nEOFError\n')
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert verdict.evidence["line"] == fatal

@@ -736,3 +736,12 @@ def test_lines_after_the_silence_take_the_last_words_back():
     run.idle(2)
     run.log("llama_model_loader: - kv   0:   general.architecture str = llama\n", at=10)
     assert run.judge.decide(310).outcome.value == "stalled"
+
+
+def test_a_crash_glued_to_a_progress_bar_is_read():
+    run = Run(server="sglang")
+    line = ("Capturing batches (avail_mem=8.88 GB):  30%|██▊      | 7/23 [00:56<00:51,  3.20s/it]"
+            "[A100-GPU-50:345  :0:4945] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x17)")
+    run.log(line + "\n")
+    v = run.finish()
+    assert (v.outcome, v.cause, v.evidence["line"]) == ("failed", "segfault", line)
