@@ -149,45 +149,6 @@ def test_sglangs_warm_up_thread_dying_is_warmup_failed():
         "warmup_failed", "requests.exceptions.JSONDecodeError: Expecting value: line 1 column 1 (char 0)")
 
 
-# Hints: an error no rule explains is read by its wording, broadly, only when it is the root.
-@pytest.mark.parametrize("error,cause", [
-    ("RuntimeError: flash_mla requires torch 2.8 or newer", "version_mismatch"),
-    ("RuntimeError: No XPU devices available for the model runner", "gpu_unavailable"),
-    ("NotImplementedError: block-scaled FP8 GEMM is only supported on Hopper or newer GPUs", "arch_unsupported"),
-    ("ValueError: unknown model_type 'glm5' in the configuration", "unsupported_arch"),
-])
-def test_an_error_no_rule_knows_is_named_by_its_wording(error, cause):
-    verdict = diagnose(io.BytesIO((VLLM + tb(error)).encode()))
-    assert (verdict.outcome, verdict.cause, verdict.evidence["line"]) == ("failed", cause, error)
-    assert "wording" in verdict.explanation
-
-
-def test_a_hint_never_reads_a_line_of_its_own():
-    log = VLLM + "INFO 10-01 22:24:55 [utils.py:1] flash_mla requires torch 2.8 or newer; using triton\n"
-    assert diagnose(io.BytesIO(log.encode())).outcome == "incomplete"
-    log += tb("ValueError: something nobody has seen before")
-    verdict = diagnose(io.BytesIO(log.encode()))
-    assert (verdict.cause, verdict.evidence["line"]) == ("other", "ValueError: something nobody has seen before")
-
-
-def test_a_hint_gives_way_to_a_rule_naming_the_cause():
-    log = VLLM + tb("RuntimeError: the kernel package requires torch 2.8") + tb("torch.OutOfMemoryError: CUDA out of memory.")
-    assert diagnose(io.BytesIO(log.encode())).cause == "cuda_oom"
-
-
-def test_a_hint_does_not_move_the_root():
-    first = "RuntimeError: Engine process failed to start"
-    log = VLLM + tb(first) + tb("RuntimeError: the kernel package requires torch 2.8")
-    verdict = diagnose(io.BytesIO(log.encode()))
-    assert (verdict.cause, verdict.evidence["line"]) == ("other", first)
-
-
-def test_last_words_are_named_by_their_wording():
-    log = "main: build = 4000\nggml_sycl_init: found 1 SYCL devices\nSYCL error: device memory allocation failed\n"
-    verdict = diagnose(io.BytesIO(log.encode()))
-    assert (verdict.outcome, verdict.cause) == ("failed", "cuda_oom")
-
-
 def test_an_optional_import_logged_as_a_warning_explains_no_later_failure():
     error = "ValueError: Expected a torch.device with a specified index or an integer, but got:cuda"
     log = ("WARNING 03-09 01:21:09 [rocm.py:25] Failed to import from amdsmi with "

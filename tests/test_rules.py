@@ -11,11 +11,8 @@ ALL_RULES = RULESET.rules
 
 def _read_as(rule, engine, example):
     """The rules that read an example: for a frame rule, the rule naming the
-    cause of the example traceback's exception; for a hint, the hint an error
-    no other rule explains has."""
+    cause of the example traceback's exception."""
     signals = engine.feed(example.encode() + b"\n") + engine.close()
-    if rule.kind == "hint":
-        return [s.hint.id for s in signals if s.hint is not None]
     if rule.frame is not None:
         return [s.cause_rule.id for s in signals if s.kind == "exception" and s.cause_rule is not None]
     return [s.rule.id for s in signals if s.rule is not None and s.kind == rule.kind]

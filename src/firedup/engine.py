@@ -55,8 +55,7 @@ def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
     if key not in _PREFILTERS:
         pairs: list[tuple[str, Any]] = [
             (rule.pattern.pattern, rule) for rule in ruleset.rules
-            # frame, last-words and hint rules read errors or a log's end, not lines
-            if rule.frame is None and rule.kind not in ("last_words", "hint")
+            if rule.frame is None and rule.kind != "last_words"  # these read exceptions / a log's end, not lines
             and (not ready or rule.start or rule.stop_when_ready
                  or (rule.kind in _AFTER_READY and not (ready == 2 and rule.kind == "benign")))
         ]
@@ -90,13 +89,12 @@ class Engine:
         self._ready = False
         self.scanner = Scanner(self._stage())
         self.tracebacks = tracebacks.Assembler()
-        self._cause_rules = [r for r in self.ruleset.rules if r.cause and r.frame is None and r.kind != "hint"]
-        self._hint_rules = [r for r in self.ruleset.rules if r.kind == "hint"]
+        self._cause_rules = [r for r in self.ruleset.rules if r.cause and r.frame is None]
         self._frame_rules = [r for r in self.ruleset.rules if r.frame is not None]
         self._progress_rules = [r for r in self.ruleset.rules if r.kind == "progress"]
         self._stopping_rules = [r for r in self.ruleset.rules if r.kind == "stopping"]
         self._benign_rules = [r for r in self.ruleset.rules if r.kind == "benign"]
-        self._line_rules = [r for r in self.ruleset.rules if r.frame is None and r.kind != "hint"]
+        self._line_rules = [r for r in self.ruleset.rules if r.frame is None]
         self._peeked: bytes | None = None
         self._held: list[tuple[int, lines.Line, list[Rule], list[Signal], bool]] = []
         self._block: _Block | None = None  # an open multi-line configuration
@@ -147,8 +145,7 @@ class Engine:
             if rule.kind in _GOING_ON:
                 break
             found = Signal("last_words", lineno, line.text, rule, line.origin,
-                           explains=rule if rule.kind == "cause" else None,
-                           hint=None if rule.kind == "cause" else self._hint_of([line]))
+                           explains=rule if rule.kind == "cause" else None)
         return [found] if found is not None else []
 
     def idle(self) -> list[Signal]:
@@ -248,8 +245,7 @@ class Engine:
             self._read_glued(lineno, line, m, candidates, out)
         signal = self._signal(rule, m.groupdict(), lineno, line)
         if rule.kind == "fatal" and rule.cause is None:
-            explains = self._cause_of(line)
-            signal = replace(signal, explains=explains, hint=None if explains else self._hint_of([line]))
+            signal = replace(signal, explains=self._cause_of(line))
         elif rule.kind == "benign" and in_block:
             return 0  # frames of a traceback are not warnings
         if rule.kind == "ready" or rule.start:
@@ -352,20 +348,8 @@ class Engine:
                     rule = self._raised_at(s.data["message"], s.data.get("frame", ""))
                 if rule is not None:
                     s = replace(s, explains=rule)
-                else:
-                    message = lines.Line(s.line, s.data["message"], s.origin, "")
-                    s = replace(s, hint=self._hint_of([message, *(d for _, d in s.data.get("details", ()))]))
             out.append(s)
         return out
-
-    def _hint_of(self, texts: list[lines.Line]) -> Rule | None:
-        """The first hint rule whose broad wording one of an error's lines
-        has (its message first, then the lines that continue it)."""
-        for line in texts:
-            found = self._match(line, self._hint_rules)
-            if found is not None:
-                return found[0]
-        return None
 
     def _raised_at(self, message: str, frame: str) -> Rule | None:
         """The first frame rule that reads the exception and where it was raised."""

@@ -85,10 +85,6 @@ exception's own line then being the evidence (a cause line after an exception
 is its output: the linker error a "ninja exited with status 1" leaves below
 it). A fatal line that opens a traceback ("Initialization failed. warmup
 error: Traceback ...") gives the evidence to that traceback's exception.
-A root still naming no cause (``other``) is read once more, broadly: a
-``hint`` rule that its wording matches ("... requires torch 2.8 or newer",
-"No XPU devices available") names the cause. Hints never pick the root and
-never read a line of their own.
 
 Ignored lines (the verdict's ``benign``): the lines rules read as benign, and
 the scary lines that did not decide the verdict: an exception start-up went on
@@ -632,8 +628,6 @@ class Judge:
             return self._verdict("failed", now, self._evidence_of(evidence), cause="warmup_failed",
                                  explanation=WARMUP_EXPLANATION, remedy=WARMUP_REMEDY)
         if rule is None or rule.cause is None:
-            rule = evidence.hint or best.hint  # the error's wording, broadly read
-        if rule is None:
             return self._verdict("failed", now, self._evidence_of(evidence), cause="other",
                                  explanation=OTHER_EXPLANATION, remedy=OTHER_REMEDY)
         return self._verdict("failed", now, self._evidence_of(evidence), cause=rule.cause,

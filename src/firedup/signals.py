@@ -33,9 +33,6 @@ class Signal:
     # line ("error loading model: unable to allocate CUDA0 buffer") or an
     # exception line whose cause a cause rule reads.
     explains: Rule | None = None
-    # For an error no rule names a cause for: the broad wording it has (a
-    # ``hint`` rule), which names the cause should this error be the root.
-    hint: Rule | None = None
 
     @property
     def cause_rule(self) -> Rule | None:

@@ -5,9 +5,7 @@ A pack lists, in priority order, rules of these kinds: ``ready``, ``phase``,
 ``stopping`` (the server says it is shutting down), ``stopped`` (it was
 stopped from outside: a signal, Ctrl-C), ``last_words`` (an error-looking
 line no other rule reads: it decides only among the last lines of a log that
-ended with no other verdict, see ``Engine.close``), ``hint`` (a broad wording
-that names a cause only for a failure's root error that no other rule explains:
-it never reads a line of its own, see ``Engine._hint_of``). Any rule may also move the
+ended with no other verdict, see ``Engine.close``). Any rule may also move the
 phase (``phase = "weights"``); a ready rule may say that the server prints it
 before it binds its port (``before_bind = true``). Packs of server families
 come before ``generic``, so that a family's reading of a line (a benign
@@ -39,7 +37,7 @@ from importlib import resources
 from .._exceptions import RuleError
 
 KINDS = ("ready", "phase", "progress", "heartbeat", "fatal", "cause", "benign", "config", "stopping", "stopped",
-         "last_words", "hint")
+         "last_words")
 CAUSES = (
     "cuda_oom", "host_oom", "kv_cache_too_small", "cudnn_version", "arch_unsupported",
     "driver_mismatch", "gpu_unavailable", "undefined_symbol", "version_mismatch",
@@ -136,8 +134,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         cause = raw.get("cause")
         if cause is not None and cause not in CAUSES:
             raise RuleError(f"{where}: unknown cause {cause!r}")
-        if kind in ("cause", "hint") and cause is None:
-            raise RuleError(f"{where}: a {kind} rule needs a cause")
+        if kind == "cause" and cause is None:
+            raise RuleError(f"{where}: a cause rule needs a cause")
         if cause and not (raw.get("explanation") and raw.get("remedy")):
             raise RuleError(f"{where}: a rule naming a cause needs an explanation and a remedy")
         phase = raw.get("phase")
