@@ -7,7 +7,10 @@ stopped from outside: a signal, Ctrl-C), ``last_words`` (an error-looking
 line no other rule reads: it decides only among the last lines of a log that
 ended with no other verdict, see ``Engine.close``). Any rule may also move the
 phase (``phase = "weights"``); a ready rule may say that the server prints it
-before it binds its port (``before_bind = true``). Packs of server families
+before it binds its port (``before_bind = true``), or that it proves only that
+the server serves (``served = true``: a request answered 200), the evidence
+then being the last line before it that a rule marked ``up = true`` reads
+(where the server said its HTTP server was up). Packs of server families
 come before ``generic``, so that a family's reading of a line (a benign
 "No module named ..." probe) wins over the generic one.
 
