@@ -488,6 +488,18 @@ def test_a_time_limit_before_ready_fails_the_start_and_after_ready_only_stops_it
     assert served.finish().outcome == "ready"
 
 
+def test_a_job_cancelled_by_scancel_is_stopped_from_outside():
+    cancel = ("slurmstepd: error: *** STEP 956247.1 ON n1 CANCELLED AT 2026-07-17T00:57:13 ***\n"
+              "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n"
+              "srun: error: n1: task 0: Killed\n")
+    served = Run()
+    served.log(VLLM_START + VLLM_READY + cancel, at=1)
+    assert served.finish().outcome == "ready"
+    loading = Run()
+    loading.log(VLLM_START + cancel, at=1)
+    assert loading.finish().outcome == "incomplete"
+
+
 # -- lines listed as ignored (the verdict's benign list) ---------------------
 
 def _ignored(verdict) -> list[str]:
