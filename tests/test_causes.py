@@ -163,3 +163,30 @@ def test_a_childs_closed_pipe_gives_way_to_the_childs_own_fatal_line():
            '  File "/usr/lib/python3.10/multiprocessing/connection.py", line 383, in _recv\n    raise EOFError\nEOFError\n')
     verdict = diagnose(io.BytesIO(log.encode()))
     assert verdict.evidence["line"] == fatal
+
+
+def test_a_segfault_right_after_a_failed_allocation_is_the_allocation():
+    alloc = "ggml_aligned_malloc: insufficient memory (attempted to allocate 44668.09 MB)"
+    log = ("ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 46837887616\n"
+           "ggml_gallocr_reserve_n: failed to allocate CPU buffer of size 46837887616\n" + alloc + "\n"
+           "make: *** [Makefile:20: llm-api] Segmentation fault\n")
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert verdict.cause == "host_oom" and verdict.evidence["lineno"] == 1
+
+
+def test_a_segfault_with_no_cause_before_it_is_a_segfault():
+    log = VLLM + "INFO 10-01 22:24:55 [loader.py:1] Loading weights\nSegmentation fault (core dumped)\n"
+    assert diagnose(io.BytesIO(log.encode())).cause == "segfault"
+
+
+def test_an_illegal_instruction_is_a_build_for_another_cpu():
+    verdict = diagnose(io.BytesIO(b"main: build = 5600\nIllegal instruction (core dumped)\n"))
+    assert (verdict.outcome, verdict.cause) == ("failed", "arch_unsupported")
+
+
+def test_a_graph_capture_that_failed_on_something_else_than_memory_is_not_an_oom():
+    error = "Exception: Capture cuda graph failed: mat1 and mat2 shapes cannot be multiplied (4x12288 and 8192x4096)"
+    verdict = diagnose(io.BytesIO((SGLANG + tb(error, "[2025-03-12 10:00:00 TP0] ")).encode()))
+    assert verdict.cause == "other"
+    oom = "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert diagnose(io.BytesIO((SGLANG + tb(oom, "[2025-03-12 10:00:00 TP0] ")).encode())).cause == "cuda_oom"

@@ -757,3 +757,12 @@ def test_a_crash_glued_to_a_progress_bar_is_read():
     run.log(line + "\n")
     v = run.finish()
     assert (v.outcome, v.cause, v.evidence["line"]) == ("failed", "segfault", line)
+
+
+def test_vllms_engine_dying_after_ready_is_a_crash_while_serving():
+    run = Run()
+    run.log(VLLM_START + VLLM_READY + "(APIServer pid=2) ERROR 08-05 10:06:34 [async_llm.py:704] "
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+            "See stack trace (above) for the root cause.\n", at=1)
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", "worker_died") and "before it failed" in v.notes[0]

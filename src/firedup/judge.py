@@ -52,7 +52,9 @@ exception lines, tracebacks cut short), in log order, the root is
 3. else the first error message: an exception naming no cause, or a line
    naming a consequence (an abort, ``segfault``: how C++ ends on an uncaught
    error, ``terminate called ...`` after a Python or NCCL error; a memory
-   fault, "Segmentation fault", is a root of its own;
+   fault, "Segmentation fault", is a root of its own, unless lines naming a
+   root cause come just before it (within BURST_LINES: ggml going on with a
+   buffer it failed to allocate), the first of them then the root;
    ``worker_died``: a process reporting another's death, often after that
    process's own traceback; ``warmup_failed`` and SGLang's "Capture cuda
    graph failed": where start-up failed, not why; ``other``); a
@@ -79,7 +81,8 @@ it (within BURST_LINES) gives way to that first copy. When the root names no
 root cause, the nearest cause line before it (within CONTEXT_LINES, and after
 the ready line for a crash while serving), or else the first after it, names
 the cause (an NCCL watchdog line that a ``terminate called`` follows; a
-missing module only when no other cause is near); it is the evidence too
+missing module only when no other cause is near, and never one logged as a
+warning or further than BURST_LINES above the root); it is the evidence too
 unless the root is an exception and the cause line comes before it, the
 exception's own line then being the evidence (a cause line after an exception
 is its output: the linker error a "ninja exited with status 1" leaves below
@@ -600,6 +603,8 @@ class Judge:
         candidates = sorted(candidates, key=lambda s: s.lineno)
         best = max(candidates, key=_score)  # max keeps the first of equals: the root
         best = self._thrown(best, candidates)
+        if best.cause == "segfault" and best.kind == "fatal":
+            best = self._fault_after(best)
         rule = best.cause_rule
         evidence = best
         if _weak(best):
@@ -651,6 +656,13 @@ class Judge:
         return next((c for c in candidates if c.kind == "fatal" and 0 < best.lineno - c.lineno <= CONTEXT_LINES
                      and c.rule is not None and not c.rule.consequence), best)
 
+    def _fault_after(self, fault: Signal) -> Signal:
+        """A memory fault right after lines naming a root cause (an allocation
+        that failed, a load that failed: ggml going on with a null buffer) is
+        their consequence: the first of those lines, within BURST_LINES."""
+        burst = [c for c in self.causes if 0 < fault.lineno - c.lineno <= BURST_LINES and not _weak(c)]
+        return burst[0] if burst else fault
+
     def _first_copy(self, best: Signal) -> Signal:
         """The first copy of the message a fatal root repeats, among the lines
         just before it (each within BURST_LINES of the next): Triton's
@@ -677,9 +689,11 @@ class Judge:
         it, the first (an NCCL watchdog, then the abort that quotes it)."""
         # a line the start-up went on after did not stop it: it explains no crash while serving
         since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
-        # an optional import the server logged as a warning and went on without explains nothing
+        # an optional import the server logged as a warning and went on without explains
+        # nothing; nor does one far above the failure (a probe the start went on after)
         causes = [c for c in self.causes
-                  if not (c.cause == "missing_module" and parse(c.line).level in _HANDLED_LEVELS)]
+                  if not (c.cause == "missing_module" and (parse(c.line).level in _HANDLED_LEVELS
+                                                           or best.lineno - c.lineno > BURST_LINES))]
         before = [c for c in causes if since <= c.lineno <= best.lineno]
         after = [c for c in causes if c.lineno > best.lineno]
         near = [*reversed(before), *after]
