@@ -766,3 +766,14 @@ def test_vllms_engine_dying_after_ready_is_a_crash_while_serving():
             "See stack trace (above) for the root cause.\n", at=1)
     v = run.finish()
     assert (v.outcome, v.cause) == ("failed", "worker_died") and "before it failed" in v.notes[0]
+
+
+def test_a_crash_read_while_another_workers_traceback_is_open_is_judged_with_it():
+    a = "(RayWorkerWrapper pid=4139) ERROR 07-03 14:43:50 worker_base.py:148] "
+    first = a + "RuntimeError: NCCL error: internal error - please report this issue to the NCCL developers"
+    run = Run(server="vllm")
+    v = run.log(a + "Traceback (most recent call last):\n" + a + '  File "x.py", line 1, in init\n' + first + "\n"
+                "(RayWorkerWrapper pid=10387) ERROR 07-03 14:43:50 worker_base.py:148] RuntimeError: NCCL error: "
+                "remote process exited or there was a network error\n"
+                "(RayWorkerWrapper pid=9821) Fatal Python error: Segmentation fault\n", at=1)
+    assert (v.outcome, v.cause, v.evidence["line"]) == ("failed", "nccl", first)

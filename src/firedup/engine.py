@@ -244,6 +244,10 @@ class Engine:
         if rule.kind == "progress":
             self._read_glued(lineno, line, m, candidates, out)
         signal = self._signal(rule, m.groupdict(), lineno, line)
+        if rule.kind == "fatal":
+            # another worker's traceback still open above this line, its exception read:
+            # the judge may decide on this line at once, so it gets that exception first
+            out += self._attach(self.tracebacks.close_answered(lineno))
         if rule.kind == "fatal" and rule.cause is None:
             signal = replace(signal, explains=self._cause_of(line))
         elif rule.kind == "benign" and in_block:

@@ -148,6 +148,16 @@ class Assembler:
             out += self._close(block)
         return out
 
+    def close_answered(self, before: int) -> list[Signal]:
+        """Close the blocks opened before a line that have their exception
+        already (another worker's traceback, interleaved): a fatal line read
+        now must not be judged without them."""
+        out: list[Signal] = []
+        for block in list(self._blocks.values()):
+            if block.state == "exception" and block.lineno < before:
+                out += self._close(block)
+        return out
+
     def _expire(self, lineno: int, out: list[Signal]) -> list[Signal]:
         for block in list(self._blocks.values()):
             if lineno - block.last > _MAX_SILENCE:
