@@ -273,17 +273,13 @@ class Engine:
 
     def _read_glued(self, lineno: int, line: lines.Line, bar: re.Match, candidates: list[Rule],
                     out: list[Signal]) -> None:
-        """Read the line glued after a progress bar (see _GLUED) as a line of its own."""
-        glued = _GLUED.match(line.message, bar.end()) if bar.string is line.message else None
-        if glued is None:
-            return
-        rest = lines.parse(glued["rest"])
-        found = self._match(rest, sorted({r for r in candidates if r.kind != "progress"}, key=lambda r: r.index))
-        if found is not None:
-            signal = self._signal(found[0], found[1].groupdict(), lineno, rest)
-            if found[0].kind == "fatal" and found[0].cause is None:
-                signal = replace(signal, explains=self._cause_of(rest))
-            out.append(replace(signal, line=line.text))
+        """Read the line glued after a progress bar (see _GLUED) as a line of its
+        own; its signal keeps the whole line as written (the evidence)."""
+        glued = _GLUED.match(bar.string, bar.end())
+        if glued is not None:
+            rest = lines.parse(glued["rest"])
+            self._read(lineno, lines.Line(line.text, rest.message, rest.origin, rest.level),
+                       [r for r in candidates if r.kind != "progress"], [], False, out)
 
     def _extend_block(self, line: lines.Line, out: list[Signal]) -> bool:
         """Take a line into the open multi-line configuration; False for a

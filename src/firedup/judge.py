@@ -648,7 +648,7 @@ class Judge:
         "Watchdog timeout"); likewise for an exception saying a child died
         (an EOFError from its closed pipe) after the child's own fatal line."""
         says_how = best.rule is not None and best.rule.consequence
-        if not says_how and best.cause != "worker_died":  # nor an exception saying a child died (a closed pipe)
+        if not says_how and best.cause != "worker_died":
             return best
         what = next((c for c in candidates if c.data.get("what") and 0 < c.lineno - best.lineno <= 2), None)
         if what is not None:
