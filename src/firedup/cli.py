@@ -188,12 +188,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if ran.comparison is None:
         return _show_bench(args, console, ran.benches["A"])
     ids = {side: bench.run_id for side, bench in ran.benches.items()}
+    # exit 1 says some repeat was the client's number, not the server's: say which problems
+    problems = sorted({p for r in ran.results for p in r.health["problems"]})
     if args.json:
-        print(json.dumps({"runs": ids, "order": ran.order, "compare": ran.comparison}, default=str))
+        print(json.dumps({"runs": ids, "order": ran.order, "compare": ran.comparison, "valid": ran.valid,
+                          "problems": problems}, default=str))
     else:
         view.compare_table(ran.comparison, console)
         console.print(Text(f"recorded as runs {ids['A']} (A) and {ids['B']} (B), started {' '.join(ran.order)} "
                            f"(firedup compare {ids['A']} {ids['B']})", "dim"))
+        if not ran.valid:
+            console.print(Text("not the servers' numbers in every repeat: the client was the bottleneck ("
+                               + "; ".join(problems) + ")", "bold red"))
     return 0 if ran.valid else 1
 
 
