@@ -97,12 +97,13 @@ def test_reported_corpus():
 
 
 # How the same log reaches a user from other machines: kubectl logs --timestamps,
-# docker compose's service column, journalctl/syslog, Windows line ends.
+# docker compose's service column, journalctl/syslog, a Python wrapper's logger, Windows line ends.
 REWRITES = {
     "kubectl": lambda line: "2026-05-01T10:00:00.123456789Z " + line,
     "compose": lambda line: "vllm-1  | " + line,
     "journald": lambda line: "Dec  1 10:00:00 gpu01 vllm[1234]: " + line,
     "journald-no-host": lambda line: "Mar 18 11:23:46 sglang-router[931930]: " + line,
+    "python-logging": lambda line: "INFO:tgi-server:" + line,  # a wrapper relaying the server's lines
     "crlf": lambda line: line + "\r",
 }
 

@@ -41,6 +41,9 @@ _PREFIXES = [
     ),
     # torch distributed ranks: "[rank0]: "
     re.compile(r"(?P<origin>\[rank\d+\]):? "),
+    # Python logging's default format: "INFO:tgi-server:", "WARNING:root:". Its level is
+    # not taken: a wrapper relaying a server's lines logs every one of them at INFO
+    re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<origin>[\w.-]+):"),
     # uvicorn: "INFO:     "
     re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"),
     # llama.cpp log format: "0.03.017.828 I "
