@@ -59,6 +59,21 @@ def test_a_redraw_still_being_drawn_is_read_when_asked_for():
     assert Engine().peek() == []
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_the_line_before_a_stop_is_found_however_the_input_was_cut(chunk):
+    """Where a start stopped with Ctrl-C had got: the line before the stop,
+    blank lines skipped, whether it came in the same read or an earlier one."""
+    data = (ARGS + b"[2025-04-09 05:05:13 TP0] Load weight begin. avail mem=59.60 GB\n"
+            b"[2025-04-09 05:05:14 TP0] Using model weights format ['*.safetensors']\n\n\n^C\n")
+    engine = Engine()
+    stops = []
+    for i in range(0, len(data), chunk):
+        stops += [s for s in engine.feed(data[i:i + chunk]) if s.kind == "stopped"]
+    stops += [s for s in engine.close() if s.kind == "stopped"]
+    assert [s.data["before"] for s in stops] == \
+        [(3, "[2025-04-09 05:05:14 TP0] Using model weights format ['*.safetensors']")]
+
+
 def test_line_of_many_megabytes():
     huge = b"x" * (5 << 20) + b" error in the middle " + b"y" * (3 << 20) + b"\n"
     v = verdict_of(ARGS + huge + READY)

@@ -467,6 +467,24 @@ def test_a_stop_from_outside_before_ready_is_incomplete():
     assert "Waiting for creating a placement group" in v.evidence["line"]  # where it had got, not the stop
 
 
+@pytest.mark.parametrize("stop", [
+    "^C\n",
+    "^CTraceback (most recent call last):\n  File \"x.py\", line 9, in <module>\n    llm = LLM(model=m)\nKeyboardInterrupt\n",
+    "\nTraceback (most recent call last):\n  File \"x.py\", line 9, in <module>\nKeyboardInterrupt: terminated\n",
+])
+def test_a_start_stopped_from_outside_got_to_the_line_before_the_stop(stop):
+    """The line before the stop (or before the traceback it ends) is where the
+    start had got, though no rule reads it: what a reader of the log points at."""
+    run = Run()
+    run.log(VLLM_START + "WARNING 04-14 19:51:24 [utils.py:2273] We must use the `spawn` multiprocessing start method.\n"
+            "INFO 04-14 19:51:36 [custom_all_reduce_utils.py:203] generating GPU P2P access cache in /c/p2p.json\n"
+            + stop)
+    v = run.finish()
+    assert v.outcome == "incomplete"
+    assert v.evidence["line"].endswith("generating GPU P2P access cache in /c/p2p.json")
+    assert v.evidence["lineno"] == VLLM_START.count("\n") + 2
+
+
 def test_a_crash_after_ready_is_failed_with_how_long_it_had_been_ready():
     run = Run()
     run.log(VLLM_START + VLLM_READY, at=1)

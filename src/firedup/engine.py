@@ -96,6 +96,7 @@ class Engine:
         self._benign_rules = [r for r in self.ruleset.rules if r.kind == "benign"]
         self._line_rules = [r for r in self.ruleset.rules if r.frame is None]
         self._peeked: bytes | None = None
+        self._stop_before: dict[int, tuple[int, str]] = {}  # a stop line's number → the line before the stop
         self._held: list[tuple[int, lines.Line, list[Rule], list[Signal], bool]] = []
         self._block: _Block | None = None  # an open multi-line configuration
         self._last_heartbeat = 0  # line number of the last heartbeat read
@@ -212,6 +213,7 @@ class Engine:
             first = min(r.index for r in candidates)
             candidates += [r for r in self._benign_rules if r.index < first]
         closed = self.tracebacks.feed(lineno, line)
+        self._note_line_before(lineno, tags)
         self.scanner.dense = self.tracebacks.open or self._block is not None
         if self.tracebacks.absorbed:
             candidates = []  # a frame's source line is code, not a message
@@ -223,6 +225,22 @@ class Engine:
             return 0
         self._release(out)
         return self._read(*held, out)
+
+    def _note_line_before(self, lineno: int, tags: list[Any]) -> None:
+        """Where a start had got when a stop came: the line before the stop's
+        line, or before the traceback it ends ("^C" then KeyboardInterrupt's
+        frames). Read as the lines pass: the scanner keeps no others."""
+        block = self.tracebacks.block
+        if block is not None and block.lineno == lineno:
+            block.before = self._line_before()
+        if any(isinstance(tag, Rule) and tag.kind == "stopped" for tag in tags):
+            before = block.before if block is not None else self._line_before()
+            if before is not None:
+                self._stop_before[lineno] = before
+
+    def _line_before(self) -> tuple[int, str] | None:
+        found = self.scanner.line_before()
+        return None if found is None else (found[0], lines.parse(found[1].decode("utf-8", "replace")).text)
 
     def _settle_family(self) -> None:
         """Stop looking for another family (detect lines no longer scanned)."""
@@ -237,6 +255,7 @@ class Engine:
     def _read(self, lineno: int, line: lines.Line, candidates: list[Rule], closed: list[Signal],
               in_block: bool, out: list[Signal]) -> int:
         out += self._attach(closed)
+        before = self._stop_before.pop(lineno, None)
         found = self._match(line, sorted(set(candidates), key=lambda r: r.index))
         if found is None:
             return 0
@@ -244,6 +263,8 @@ class Engine:
         if rule.kind == "progress":
             self._read_glued(lineno, line, m, candidates, out)
         signal = self._signal(rule, m.groupdict(), lineno, line)
+        if rule.kind == "stopped" and before is not None:
+            signal.data["before"] = before
         if rule.kind == "fatal":
             # another worker's traceback still open above this line, its exception read:
             # the judge may decide on this line at once, so it gets that exception first

@@ -39,7 +39,8 @@ Rules for the outcome:
   -15 or 143) is no failure: the errors that follow it are the stop's. After
   ready the outcome stays ``ready``; before ready, with no failure before the
   stop, the run never got there (``incomplete``, or ``stalled`` live), and the
-  evidence is where it had got: the last line a rule read before the stop. A real
+  evidence is where it had got: the line before the stop (before the traceback
+  a KeyboardInterrupt ends), else the last line a rule read before it. A real
   crash after ready (an abort, a device assert, a dead engine: a ``fatal``
   line) is ``failed``, with a note of how long the server had been ready.
 
@@ -582,9 +583,13 @@ class Judge:
         return self.last_words is not None and self.ready is None and self.stopped is None and not self.candidates
 
     def _before_stop(self) -> Signal:
-        """Where a start stopped from outside had got: the last line a rule
-        read before the stop (the stop's own tracebacks say nothing of it)."""
+        """Where a start stopped from outside had got: the line before the
+        stop (before the traceback it ends: the stop's own frames say nothing
+        of it), else the last line a rule read before it."""
         assert self.stopped is not None  # called only for a start that was stopped
+        before = self.stopped.data.get("before")
+        if before is not None:
+            return Signal("lines", before[0], before[1])
         return self.last_read or self.stopped
 
     def _failed(self, now: float) -> Verdict:

@@ -128,6 +128,7 @@ class Scanner:
         self.tail: list[tuple[int, bytes]] = []  # the last TAIL_LINES non-blank segments, last one last
         self._tail = b""
         self._redrawn = False  # whether the tail is a redraw after a carriage return
+        self._at: tuple[bytes, int, int] = (b"", 0, 0)  # the last segment yielded: its region, start, line number
 
     def feed(self, data: bytes) -> Iterator[tuple[int, bytes, list[object]]]:
         buf = self._tail + data if self._tail else data
@@ -149,6 +150,19 @@ class Scanner:
         """The unfinished redraw at the end of what was fed (a progress bar
         redrawn with ``\\r`` ends only when the next redraw starts), or None."""
         return self._tail if self._redrawn and 0 < len(self._tail) <= MAX_REDRAW else None
+
+    def line_before(self) -> tuple[int, bytes] | None:
+        """The non-blank line before the segment yielded last: its line number
+        and bytes (where a start had got when a stop or a traceback came)."""
+        region, start, lineno = self._at
+        end = start
+        while end and region[end - 1] in b" \t\r\n":
+            end -= 1
+        if not end:  # it began its region: the line before ended the one before
+            earlier = [item for item in self.tail if item[0] < lineno]
+            return earlier[-1] if earlier else None
+        begin = max(region.rfind(b"\n", 0, end), region.rfind(b"\r", 0, end)) + 1
+        return lineno - region.count(b"\n", begin, start), region[begin:end]
 
     def close(self) -> Iterator[tuple[int, bytes, list[object]]]:
         tail, self._tail = self._tail, b""
@@ -201,6 +215,7 @@ class Scanner:
             if segment.strip():
                 lineno += region.count(b"\n", counted, start)
                 counted = start
+                self._at = (region, start, lineno)
                 yield lineno, segment, tags
         end_lineno = lineno + region.count(b"\n", counted)
         tail: list[tuple[int, bytes]] = []

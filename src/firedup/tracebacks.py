@@ -51,7 +51,7 @@ _MAX_SILENCE = 200
 
 class _Block:
     __slots__ = ("origin", "alias", "lineno", "text", "level", "exceptions", "details", "frames", "frame", "state",
-                 "last")
+                 "last", "before")
 
     def __init__(self, origin: str, lineno: int, text: str, level: str = "", alias: str = ""):
         self.origin = origin
@@ -67,6 +67,7 @@ class _Block:
         self.frame = ""  # the last frame line read
         self.state = "frames"  # frames → exception → (chain → frames …)
         self.last = lineno
+        self.before: tuple[int, str] | None = None  # the line before the header, for the reader to fill in
 
 
 class Assembler:
@@ -79,6 +80,7 @@ class Assembler:
         # frame, an exception line, a continued message): not a warning of its
         # own. A line of another worker written while a block is open is not.
         self.consumed = False
+        self.block: _Block | None = None  # the block the last line fed joined (or opened)
         self._before = (0, "", "")  # the last line's (lineno, origin, level) when it said something failed
 
     @property
@@ -87,6 +89,7 @@ class Assembler:
 
     def feed(self, lineno: int, line: Line) -> list[Signal]:
         self.absorbed = self.consumed = False
+        self.block = None
         out: list[Signal] = []
         msg = line.message
         header = HEADER.search(msg)
@@ -102,16 +105,18 @@ class Assembler:
             if block is not None and block.state == "chain":
                 block.state = "frames"
                 block.last = lineno
+                self.block = block
                 return out
             if block is not None:
                 out += self._close(block)
             level = self._before[2] if not line.level and self._before[:2] == (lineno - 1, origin) else ""
             alias = line.origin if origin != line.origin else ""
-            self._blocks[origin] = _Block(origin, lineno, line.text, level, alias)
+            self.block = self._blocks[origin] = _Block(origin, lineno, line.text, level, alias)
             return self._expire(lineno, out)
         if block is not None:
             block.last = lineno
             self.consumed = True
+            self.block = block
             if block.state == "frames":
                 if msg[:1].isspace() or msg.startswith(_MARKED):
                     self.absorbed = True
@@ -132,6 +137,7 @@ class Assembler:
                 block.details.setdefault(block.exceptions[-1][0], []).append((lineno, line))
                 return out
             self.consumed = False
+            self.block = None
             out += self._close(block)
         if line.level and _FAILED.search(msg) and not _NAMED.search(msg):
             self._before = (lineno, line.origin, line.level)
