@@ -165,6 +165,20 @@ def test_a_childs_closed_pipe_gives_way_to_the_childs_own_fatal_line():
     assert verdict.evidence["line"] == fatal
 
 
+def test_an_abort_quoting_an_nccl_error_gives_the_evidence_to_its_first_copy():
+    """terminate's what() repeats the watchdog's line: the first copy is the root."""
+    timeout = ("[rank6]:[E207 01:29:36.730311765 ProcessGroupNCCL.cpp:616] [Rank 6] Watchdog caught collective operation "
+               "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600050 "
+               "milliseconds before timing out.")
+    log = (SGLANG + timeout + "\n[rank6]:[E207 01:29:36.730893283 ProcessGroupNCCL.cpp:636] [Rank 6] To avoid data "
+           "inconsistency, we are taking the entire process down.\n"
+           "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+           "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 6] Process group watchdog thread terminated with exception: "
+           + timeout.split("] ", 2)[2] + "\nFatal Python error: Aborted\n")
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert verdict.cause == "nccl" and verdict.evidence == {"line": timeout, "lineno": 2}
+
+
 def test_a_segfault_right_after_a_failed_allocation_is_the_allocation():
     alloc = "ggml_aligned_malloc: insufficient memory (attempted to allocate 44668.09 MB)"
     log = ("ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 46837887616\n"

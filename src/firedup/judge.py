@@ -624,7 +624,7 @@ class Judge:
                 # failed says more than nothing (how a process died does not)
                 rule = next((c.cause_rule for c in candidates if c.lineno > best.lineno
                              and c.cause == "warmup_failed"), None)
-        elif best.kind == "fatal":
+        elif best.kind == "fatal" or best.data.get("what"):
             evidence = self._first_copy(best)
         if evidence is best and best.kind == "fatal" and _HEADER.search(best.line):
             # "Initialization failed. warmup error: Traceback ...": its exception says what failed
@@ -669,10 +669,11 @@ class Judge:
         return burst[0] if burst else fault
 
     def _first_copy(self, best: Signal) -> Signal:
-        """The first copy of the message a fatal root repeats, among the lines
-        just before it (each within BURST_LINES of the next): Triton's
-        "Failed to create instance: ValueError: X" after the stub's own
-        "Failed to initialize Python stub: ValueError: X"."""
+        """The first copy of the message a fatal root (or the what() of a C++
+        exception) repeats, among the lines just before it (each within
+        BURST_LINES of the next): Triton's "Failed to create instance:
+        ValueError: X" after the stub's own "Failed to initialize Python stub:
+        ValueError: X"; an abort's what() quoting NCCL's watchdog line."""
         rule = best.cause_rule
         m = rule.pattern.search(best.line)
         if m is None:
