@@ -81,12 +81,23 @@ def raised_in(path: str, exception: str) -> str:
 @pytest.mark.parametrize("path,cause", [
     ("vllm/config/model.py", "bad_argument"),  # the configuration check raised it
     ("vllm/engine/arg_utils.py", "bad_argument"),
+    ("uvicorn/config.py", "bad_argument"),  # the HTTP server's options (host, port, log level)
     ("vllm/model_executor/models/llama.py", "other"),  # the same words from a model's code name no cause
 ])
 def test_an_exception_names_its_cause_by_where_it_was_raised(path, cause):
     verdict = diagnose(io.BytesIO(raised_in(path, "ValueError: `max_model_len` is 0").encode()))
     assert (verdict.outcome, verdict.cause) == ("failed", cause)
     assert verdict.evidence["line"] == "ValueError: `max_model_len` is 0"
+
+
+def test_a_kernel_that_failed_to_launch_is_not_a_compile_error():
+    """Triton's backend driver runs a kernel already built: an error there is the launch's."""
+    error = "RuntimeError: Triton Error [HIP]:  Code: 1, Messsage: invalid argument"
+    built = raised_in("triton/backends/amd/compiler.py", error)
+    launched = built.replace("amd/compiler.py\", line 612, in __post_init__", "amd/driver.py\", line 477, in __call__")
+    assert launched != built
+    assert diagnose(io.BytesIO(built.encode())).cause == "compile_error"
+    assert diagnose(io.BytesIO(launched.encode())).cause == "other"
 
 
 def test_where_it_was_raised_gives_way_to_what_the_message_says():
