@@ -190,6 +190,16 @@ def test_an_abort_quoting_an_nccl_error_gives_the_evidence_to_its_first_copy():
     assert verdict.cause == "nccl" and verdict.evidence == {"line": timeout, "lineno": 2}
 
 
+def test_a_wrapper_whose_root_cause_is_cut_off_says_so():
+    """A tail that starts after the engine's traceback: the wrapper is the evidence,
+    and the verdict says the error it points to is not in the log."""
+    log = VLLM + tb("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+                    "(APIServer pid=336) ")
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert verdict.cause == "other" and "Engine core initialization failed" in verdict.evidence["line"]
+    assert "not in this log" in verdict.explanation
+
+
 def test_a_segfault_right_after_a_failed_allocation_is_the_allocation():
     alloc = "ggml_aligned_malloc: insufficient memory (attempted to allocate 44668.09 MB)"
     log = ("ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 46837887616\n"

@@ -87,9 +87,11 @@ def test_prefixes_docker_compose_and_timestamps():
     assert v.outcome == "ready" and v.server == "sglang"
 
 
-def test_empty_input_is_incomplete():
+def test_empty_input_is_incomplete_and_says_it_is_empty():
     v = verdict_of(b"")
     assert v.outcome == "incomplete" and v.evidence is None and v.code == 5
+    assert v.explanation == "The log is empty: there is nothing in it to read."
+    assert verdict_of(ARGS).explanation.startswith("The log ends before the server said it was ready")
 
 
 def test_server_override():
@@ -248,10 +250,24 @@ def test_control_bytes_in_a_log_are_shown_escaped(tmp_path):
     assert raw["evidence"]["line"].startswith("\x7fELF\x02")
 
 
+def test_piped_output_keeps_each_line_whole(tmp_path):
+    """Piped or redirected (no terminal, no COLUMNS), the evidence line is not
+    folded at 80 columns: grep and copy-paste get it whole."""
+    import subprocess
+
+    error = "ValueError: " + "the maximum model length is larger than the KV cache can hold " * 3
+    log = tmp_path / "long.log"
+    log.write_text("INFO 10-01 22:24:54 [api_server.py:1896] vLLM API server version 0.10.2\n" + error + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    out = subprocess.run([sys.executable, "-m", "firedup", "diagnose", str(log)], capture_output=True,
+                         env={**env, "NO_COLOR": "1"}, timeout=60).stdout.decode()
+    assert f"  line 2: {error.strip()}" in out.splitlines()
+
+
 def test_a_binary_file_is_refused_in_one_line(tmp_path):
     proc = run_cli("diagnose", sys.executable)
     assert proc.returncode == 2 and proc.stdout == b""
-    assert proc.stderr.decode().strip() == ("firedup: this is a binary file, not a log "
+    assert proc.stderr.decode().strip() == (f"firedup: {sys.executable}: this is a binary file, not a log "
                                             "(NUL and control bytes in its first 8 KB)")
 
 

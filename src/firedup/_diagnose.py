@@ -75,6 +75,9 @@ def _read(source: str | os.PathLike | BinaryIO, server: str | None) -> Verdict:
         with open(name, "rb") as f:
             # A regular file may still be growing: read what is there now.
             limit = os.fstat(f.fileno()).st_size if os.path.isfile(name) else None
-            return diagnose_stream(f, server, limit)
+            try:
+                return diagnose_stream(f, server, limit)
+            except InputError as e:
+                raise InputError(f"{name}: {e}") from None
     except OSError as e:
         raise InputError(f"cannot read {name}: {e.strerror or e}") from None

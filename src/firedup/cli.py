@@ -50,18 +50,29 @@ def _print_json(value: object) -> None:
     print(json.dumps(value, default=str, ensure_ascii=False))
 
 
+# Piped or redirected (grep, a file, a CI log), output is not cut to fit 80
+# columns: an evidence line or a path folded mid-word breaks grep and copy-paste.
+PIPED_WIDTH = 100_000
+
+
+def _console() -> Console:
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console(highlight=False)
+    return Console(highlight=False, width=PIPED_WIDTH)
+
+
 def cmd_diagnose(args: argparse.Namespace) -> int:
     ledger = Ledger(args.ledger) if args.record else None
     verdict = diagnose(args.file, server=args.server, ledger=ledger)
     if args.json:
         _print_json(verdict.to_dict())
     else:
-        summary.render(verdict, Console(highlight=False), source="" if args.file == "-" else args.file)
+        summary.render(verdict, _console(), source="" if args.file == "-" else args.file)
     return verdict.code
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    console, ledger = Console(highlight=False), Ledger(args.ledger)
+    console, ledger = _console(), Ledger(args.ledger)
     if len(args.targets) == 1:
         sinks = _sinks(args, console, f"watch {args.targets[0]}")
         return _finish(sinks, _targets.watch(args.targets[0], options.follow(args), sinks=sinks, ledger=ledger))
@@ -82,7 +93,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def cmd_launch(args: argparse.Namespace) -> int:
     cmd = options.server_command(args)
-    console = Console(highlight=False)
+    console = _console()
     sinks = _sinks(args, console, f"launch {os.path.basename(cmd[0])}")
     launched = _servers.launch(cmd, options.start(args), sinks=sinks, ledger=Ledger(args.ledger))
     code = _finish(sinks, launched.verdict, launched.note)
@@ -117,7 +128,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(found, default=str))
     else:
-        view.runs_table(found, Console(highlight=False))
+        view.runs_table(found, _console())
     return 0
 
 
@@ -126,7 +137,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(run, default=str))
     else:
-        view.show(run, Console(highlight=False))
+        view.show(run, _console())
     return 0
 
 
@@ -136,7 +147,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"a": args.a, "b": args.b, "changes": changes}, default=str))
     else:
-        view.diff(args.a, args.b, changes, Console(highlight=False))
+        view.diff(args.a, args.b, changes, _console())
     return 0
 
 
@@ -164,7 +175,7 @@ def _show_bench(args: argparse.Namespace, console: Console, bench: session.Bench
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    console, workload = Console(highlight=False), options.workload(args)
+    console, workload = _console(), options.workload(args)
     with _progress(console, console.is_terminal and not args.json, (workload.num_prompts or 0) * args.repeat) as tick:
         bench = session.bench(args.target, workload, options.measure(args), ledger=Ledger(args.ledger), on_result=tick)
     return _show_bench(args, console, bench)
@@ -172,7 +183,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     cmd, vs = options.commands(args)
-    console, workload = Console(highlight=False), options.workload(args)
+    console, workload = _console(), options.workload(args)
     sinks: list[Sink] = [PlainView(console)] if not args.json else []
     total = (workload.num_prompts or 0) * args.repeat * (2 if vs else 1)
     try:
@@ -210,7 +221,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, default=str))
     else:
-        view.compare_table(report, Console(highlight=False))
+        view.compare_table(report, _console())
     return 0
 
 

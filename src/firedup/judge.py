@@ -150,11 +150,20 @@ WRAPPER = 3.5
 BURST_LINES = 20
 
 OTHER_EXPLANATION = "The server stopped on an error that no rule names; the evidence line is the root error."
-OTHER_REMEDY = "Read the traceback around the evidence line; if it is a new failure mode, add a rule to the pack."
+OTHER_REMEDY = ("Read the traceback around the evidence line, and search the server's issues for its message; "
+                "if firedup should know this failure, report the log (firedup diagnose --json FILE).")
 WARMUP_EXPLANATION = ("The server's own warm-up run failed after its HTTP server came up, on an error no rule "
                       "names; the evidence line is that error.")
 WARMUP_REMEDY = ("Read the error at the evidence line: the first real forward pass runs the kernels start-up skipped "
                  "(a backend, a custom all-reduce, a CUDA graph); try the server's switches that turn them off.")
+INCOMPLETE_EXPLANATION = ("The log ends before the server said it was ready, with no failure in it; "
+                          "the evidence line is where it had got.")
+STOPPED_EXPLANATION = ("The server was stopped from outside (a signal, Ctrl-C) before it was ready; "
+                       "the evidence line is where it had got.")
+EMPTY_EXPLANATION = "The log is empty: there is nothing in it to read."
+INCOMPLETE_REMEDY = ("If the server is still starting, follow it instead (firedup watch FILE); if it is gone, "
+                     "look for how it ended outside the log: its exit code, dmesg (the kernel's OOM killer), "
+                     "the scheduler's record.")
 EXIT_EXPLANATION = "The server process exited before it was ready and left no error line that firedup recognises."
 EXIT_REMEDY = "Read the last lines of the log; run the command by hand to see its output."
 
@@ -563,8 +572,11 @@ class Judge:
         if self.ready is not None:
             return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         if self.stopped is not None:
-            return self._verdict("incomplete", now, self._evidence_of(self._before_stop()))
-        return self._verdict("incomplete", now, self._where_it_got())
+            return self._verdict("incomplete", now, self._evidence_of(self._before_stop()),
+                                 explanation=STOPPED_EXPLANATION, remedy=INCOMPLETE_REMEDY)
+        where = self._where_it_got()
+        return self._verdict("incomplete", now, where, explanation=INCOMPLETE_EXPLANATION if where else
+                             EMPTY_EXPLANATION, remedy=INCOMPLETE_REMEDY)
 
     def _ready_line(self) -> Signal:
         """The ready verdict's evidence: the ready line, or for a ready proven
@@ -638,8 +650,12 @@ class Judge:
             return self._verdict("failed", now, self._evidence_of(evidence), cause="warmup_failed",
                                  explanation=WARMUP_EXPLANATION, remedy=WARMUP_REMEDY)
         if rule is None or rule.cause is None:
+            # a wrapper's own words, when it has them ("See root cause above", in a log cut after it)
+            said = next((c.rule for c in [evidence, *candidates] if c.lineno == evidence.lineno
+                         and c.rule is not None and c.rule.explanation), None)
             return self._verdict("failed", now, self._evidence_of(evidence), cause="other",
-                                 explanation=OTHER_EXPLANATION, remedy=OTHER_REMEDY)
+                                 explanation=said.explanation if said else OTHER_EXPLANATION,
+                                 remedy=said.remedy if said else OTHER_REMEDY)
         return self._verdict("failed", now, self._evidence_of(evidence), cause=rule.cause,
                              explanation=rule.explanation, remedy=rule.remedy)
 

@@ -64,7 +64,7 @@ def render(verdict: Verdict, console: Console, source: str = "") -> None:
                       overflow="ellipsis", no_wrap=True)
     if verdict.benign:
         first = verdict.benign[0]
-        console.print(Text(f"  ignored {len(verdict.benign)} benign line(s), e.g. line "
+        console.print(Text(f"  {len(verdict.benign)} other error-looking line(s) did not decide it, e.g. line "
                            f"{first['lineno']} [{first['rule']}]: {printable(first['line'])}", "dim"),
                       overflow="ellipsis", no_wrap=True)
     for note in verdict.notes:
