@@ -200,6 +200,16 @@ def test_a_wrapper_whose_root_cause_is_cut_off_says_so():
     assert "not in this log" in verdict.explanation
 
 
+def test_gloo_peers_closing_after_a_rank_died_is_that_ranks_error():
+    """A rank that dies closes its Gloo connections: the others' "Connection
+    closed by peer" follow from its own error; alone, they are the cause."""
+    closed = "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:547] Connection closed by peer [10.0.0.2]:58073"
+    died = tb("AssertionError: topk lengths must match", "[2026-07-28 09:47:23 TP0] ")
+    after = diagnose(io.BytesIO((SGLANG + died + tb(closed, "[2026-07-28 09:47:24 TP1] ")).encode()))
+    assert after.cause == "other" and after.evidence["line"].endswith("AssertionError: topk lengths must match")
+    assert diagnose(io.BytesIO((SGLANG + tb(closed)).encode())).cause == "nccl"
+
+
 def test_a_segfault_right_after_a_failed_allocation_is_the_allocation():
     alloc = "ggml_aligned_malloc: insufficient memory (attempted to allocate 44668.09 MB)"
     log = ("ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 46837887616\n"

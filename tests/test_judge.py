@@ -485,6 +485,21 @@ def test_a_start_stopped_from_outside_got_to_the_line_before_the_stop(stop):
     assert v.evidence["lineno"] == VLLM_START.count("\n") + 2
 
 
+def test_a_start_that_ends_going_down_got_to_its_last_start_up_line():
+    """Probe noise, then the interpreter's exit warnings: where the start had got is
+    the last start-up line before the shutdown, not the warning's echoed source."""
+    run = Run()
+    run.log("[2026-07-28 09:40:00] server_args=ServerArgs(model_path='m', tp_size=8)\n"
+            "[2026-07-28 09:47:23] Start of pd disaggregation warmup ...\n"
+            '[2026-07-28 10:01:13] INFO:     10.245.158.91:53960 - "PRI %2A HTTP/2.0" 404 Not Found\n'
+            "/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear "
+            "to be 8 leaked semaphore objects to clean up at shutdown\n"
+            "  warnings.warn('resource_tracker: There appear to be %d '\n")
+    v = run.finish()
+    assert v.outcome == "incomplete"
+    assert v.evidence == {"line": "[2026-07-28 09:47:23] Start of pd disaggregation warmup ...", "lineno": 2}
+
+
 def test_a_crash_after_ready_is_failed_with_how_long_it_had_been_ready():
     run = Run()
     run.log(VLLM_START + VLLM_READY, at=1)

@@ -33,8 +33,8 @@ Rules for the outcome:
 - ``stalled`` needs a stall window with no progress evidence: a new phase,
   progress that moves, log lines that are not heartbeats, probe evidence;
   its evidence (and an ``incomplete`` log's) is the last line, or for a start
-  that ends waiting (a heartbeat: "Waiting for shard 0 to be ready...") the
-  last start-up line before the wait: where it got;
+  that ends waiting (a heartbeat: "Waiting for shard 0 to be ready...") or
+  going down (a shutdown line) the last start-up line before that: where it got;
 - a stop from outside (a ``stopped`` line: SIGTERM, SIGINT, Ctrl-C, exit code
   -15 or 143) is no failure: the errors that follow it are the stop's. After
   ready the outcome stays ``ready``; before ready, with no failure before the
@@ -290,6 +290,7 @@ class Judge:
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
         self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.last_startup: Signal | None = None  # the last phase, progress or config line
+        self.before_shutdown: Signal | None = None  # the last start-up line before a start began going down
         self.up: Signal | None = None  # the last line saying the HTTP server is up, before ready
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
         self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
@@ -315,6 +316,8 @@ class Judge:
             return
         if kind == "stopping":
             self._stopping = self._stopping or bool(self.candidates)
+            if self.ready is None and self.before_shutdown is None:
+                self.before_shutdown = self.last_startup
             return
         if kind in ("fatal", "benign") and self.ready is not None and s.rule is not None and s.rule.stop_when_ready:
             kind = "stopped"
@@ -733,7 +736,10 @@ class Judge:
     def _where_it_got(self) -> dict[str, Any] | None:
         """A start that never got there: its last line, or when it ends on a
         server waiting ("Waiting for shard 0 to be ready...", a heartbeat and
-        what follows it), the last start-up line before the waiting began."""
+        what follows it), the last start-up line before the waiting began; when
+        it ends going down (a shutdown line), the last start-up line before that."""
+        if self.before_shutdown is not None:
+            return self._evidence_of(self.before_shutdown)
         if self.last_read is not None and self.last_read.kind == "heartbeat" and self.last_startup is not None:
             return self._evidence_of(self.last_startup)
         return self._last_line()
