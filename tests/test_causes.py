@@ -23,7 +23,7 @@ SGLANG = "[2025-04-09 05:05:03] server_args=ServerArgs(model_path='m', tp_size=8
 CASES = {
     "cuda_oom": SGLANG + tb("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 37.06 MiB is free.", "[2025-04-09 05:05:13 TP0] "),
     "host_oom": VLLM + "Loading safetensors checkpoint shards:  50% Completed | 32/64 [01:10<01:10, 2.2s/it]\nKilled\n",
-    "kv_cache_too_small": VLLM + tb("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.", "(EngineCore_DP0 pid=7) ERROR 10-01 22:25:02 [core.py:718] "),
+    "kv_cache_too_small": VLLM + tb("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (21104). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.", "(EngineCore_DP0 pid=7) ERROR 10-01 22:25:02 [core.py:718] "),
     "cudnn_version": tb("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (9, 8, 0) but found runtime version (9, 6, 0)."),
     "arch_unsupported": tb("RuntimeError: CUDA error: no kernel image is available for execution on the device"),
     "driver_mismatch": tb("RuntimeError: The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver."),
@@ -102,7 +102,7 @@ def test_a_kernel_that_failed_to_launch_is_not_a_compile_error():
 
 def test_where_it_was_raised_gives_way_to_what_the_message_says():
     log = raised_in("vllm/config/model.py", "ValueError: No available memory for the cache blocks.")
-    assert diagnose(io.BytesIO(log.encode())).cause == "kv_cache_too_small"
+    assert diagnose(io.BytesIO(log.encode())).cause == "cuda_oom"
 
 
 def test_a_validation_summary_gives_the_cause_to_the_field_it_refused():

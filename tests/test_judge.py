@@ -500,6 +500,19 @@ def test_a_start_that_ends_going_down_got_to_its_last_start_up_line():
     assert v.evidence == {"line": "[2026-07-28 09:47:23] Start of pd disaggregation warmup ...", "lineno": 2}
 
 
+@pytest.mark.parametrize("bar,lineno", [
+    ("  0%|          | 0/36 [00:00<?, ?it/s]", 2),  # never moved: the phase line that began it
+    (" 50%|█████     | 18/36 [00:09<00:09,  1.9it/s]", 3),  # it moved: the bar is where it got
+])
+def test_a_start_stuck_on_a_progress_bar_got_to_where_the_bar_says(bar, lineno):
+    run = Run()
+    run.log("[2026-06-07 18:50:40] server_args=ServerArgs(model_path='m', tp_size=2)\n"
+            "[2026-06-07 18:51:06] Capture cuda graph begin. This can take up to several minutes. avail mem=65.31 GB\n"
+            + bar + "\n")
+    v = run.finish()
+    assert v.outcome == "incomplete" and v.evidence["lineno"] == lineno
+
+
 def test_a_crash_after_ready_is_failed_with_how_long_it_had_been_ready():
     run = Run()
     run.log(VLLM_START + VLLM_READY, at=1)

@@ -291,6 +291,7 @@ class Judge:
         self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.last_startup: Signal | None = None  # the last phase, progress or config line
         self.before_shutdown: Signal | None = None  # the last start-up line before a start began going down
+        self.last_phase: Signal | None = None  # the last line that moved the phase
         self.up: Signal | None = None  # the last line saying the HTTP server is up, before ready
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
         self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
@@ -358,6 +359,8 @@ class Judge:
             self.last_read = s
             if kind in ("phase", "progress", "config"):
                 self.last_startup = s
+            if kind == "phase":
+                self.last_phase = s
         if s.rule is not None and s.rule.up and self.ready is None:
             self.up = s
         if s.rule is not None and s.rule.phase:
@@ -737,12 +740,23 @@ class Judge:
         """A start that never got there: its last line, or when it ends on a
         server waiting ("Waiting for shard 0 to be ready...", a heartbeat and
         what follows it), the last start-up line before the waiting began; when
-        it ends going down (a shutdown line), the last start-up line before that."""
+        it ends going down (a shutdown line), the last start-up line before that;
+        a progress bar still at 0 gives way to the phase line that began it."""
         if self.before_shutdown is not None:
-            return self._evidence_of(self.before_shutdown)
+            return self._evidence_of(self._got_to(self.before_shutdown))
         if self.last_read is not None and self.last_read.kind == "heartbeat" and self.last_startup is not None:
-            return self._evidence_of(self.last_startup)
+            return self._evidence_of(self._got_to(self.last_startup))
+        if self.last_startup is not None and self.last_line is not None \
+                and self.last_line.lineno == self.last_startup.lineno:
+            return self._evidence_of(self._got_to(self.last_startup))
         return self._last_line()
+
+    def _got_to(self, s: Signal) -> Signal:
+        """A progress bar that never moved (0 of N) says no more than the
+        phase line that began it ("Capture cuda graph begin")."""
+        if s.kind == "progress" and not s.data.get("n") and self.last_phase is not None:
+            return self.last_phase
+        return s
 
     def _last_line(self) -> dict[str, Any] | None:
         return self._evidence_of(self.last_line) if self.last_line else None
