@@ -498,6 +498,8 @@ def test_a_start_that_ends_going_down_got_to_its_last_start_up_line():
     v = run.finish()
     assert v.outcome == "incomplete"
     assert v.evidence == {"line": "[2026-07-28 09:47:23] Start of pd disaggregation warmup ...", "lineno": 2}
+    run.log("[2026-07-28 10:02:00] Load weight begin. avail mem=59.60 GB\n")  # it went on after all
+    assert run.finish().evidence["line"] == "[2026-07-28 10:02:00] Load weight begin. avail mem=59.60 GB"
 
 
 @pytest.mark.parametrize("bar,lineno", [

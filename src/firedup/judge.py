@@ -291,6 +291,7 @@ class Judge:
         self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.last_startup: Signal | None = None  # the last phase, progress or config line
         self.before_shutdown: Signal | None = None  # the last start-up line before a start began going down
+        self.shutdown_lineno = 0  # where it began going down (a bar it cut short shares its line)
         self.last_phase: Signal | None = None  # the last line that moved the phase
         self.up: Signal | None = None  # the last line saying the HTTP server is up, before ready
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
@@ -318,7 +319,7 @@ class Judge:
         if kind == "stopping":
             self._stopping = self._stopping or bool(self.candidates)
             if self.ready is None and self.before_shutdown is None:
-                self.before_shutdown = self.last_startup
+                self.before_shutdown, self.shutdown_lineno = self.last_startup, s.lineno
             return
         if kind in ("fatal", "benign") and self.ready is not None and s.rule is not None and s.rule.stop_when_ready:
             kind = "stopped"
@@ -359,6 +360,8 @@ class Judge:
             self.last_read = s
             if kind in ("phase", "progress", "config"):
                 self.last_startup = s
+                if self.before_shutdown is not None and s.lineno > self.shutdown_lineno:
+                    self.before_shutdown = None  # start-up went on: it was not going down
             if kind == "phase":
                 self.last_phase = s
         if s.rule is not None and s.rule.up and self.ready is None:
