@@ -400,6 +400,35 @@ def test_a_chained_import_failure_names_the_import_that_explains_the_fallback():
     assert v.cause == "missing_shared_lib"
 
 
+@pytest.mark.parametrize("chain,evidence", [
+    # a lookup a handler caught, then raised the error that says what failed
+    ("During handling of the above exception, another exception occurred:", "ValueError: Can't patch loop"),
+    # raised from it: the first is the root
+    ("The above exception was the direct cause of the following exception:", "RuntimeError: There is no current"),
+])
+def test_a_lookup_a_handler_caught_gives_way_to_the_error_it_raised(chain, evidence):
+    v = _failed(
+        "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\n"
+        "RuntimeError: There is no current event loop in thread 'Thread-1 (_launch_server)'.\n\n"
+        f"{chain}\n\n"
+        "Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n"
+        "ValueError: Can't patch loop of type <class 'uvloop.Loop'>\n")
+    assert v.cause == "other" and v.evidence["line"].startswith(evidence)
+
+
+def test_an_exception_the_server_logged_as_a_warning_names_no_later_failure_cause():
+    warn = "(EngineCore pid=1) WARNING 06-11 01:28:03 [import_utils.py:408] "
+    error = "(EngineCore pid=1) ERROR 06-11 01:28:58 [core.py:1199] "
+    v = _failed(
+        f"{warn}Traceback (most recent call last):\n{warn}  File \"deep_gemm/__init__.py\", line 16, in <module>\n"
+        f"{warn}ImportError: cannot import name '_C' from partially initialized module 'vllm.third_party.deep_gemm' "
+        "(most likely due to a circular import)\n"
+        f"{error}Traceback (most recent call last):\n{error}  File \"flashinfer/prefill.py\", line 720, in paged_run\n"
+        f"{error}RuntimeError: Error in function 'BatchPrefillWithPagedKVCacheDispatched' at prefill.cuh:3201: "
+        "Unsupported max_mma_kv: 0\n", server="vllm")
+    assert v.cause == "other" and v.evidence["lineno"] == 6
+
+
 def test_a_message_several_ranks_repeat_is_evidenced_by_its_first_copy():
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     v = _failed(f"[rank0]: {oom}\n[rank1]: {oom}\n[rank0]: RuntimeError: NCCL error: unhandled system error\n")
@@ -513,6 +542,19 @@ def test_a_start_stuck_on_a_progress_bar_got_to_where_the_bar_says(bar, lineno):
             + bar + "\n")
     v = run.finish()
     assert v.outcome == "incomplete" and v.evidence["lineno"] == lineno
+
+
+def test_a_progress_bar_that_began_its_own_phase_is_where_a_start_got():
+    # vLLM's capture bar follows a compile phase line, not a capture one: the bar says more
+    run = Run(server="vllm")
+    bar = "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%|          | 0/6 [00:00<?, ?it/s]"
+    wait = ("(EngineCore_DP0 pid=38) INFO 01-14 01:50:37 [shm_broadcast.py:542] No available shared memory "
+            "broadcast block found in 60 seconds. This typically")
+    run.log("(Worker_TP0 pid=48) INFO 01-14 01:49:24 [backends.py:278] Compiling a graph for compile range "
+            "(1, 4096) takes 55.98 s\n" + bar + "\n" + wait + "\n happens when some processes are hanging or doing "
+            "some time-consuming work (e.g. compilation, weight/kv cache quantization).\n")
+    v = run.finish()
+    assert v.outcome == "incomplete" and v.evidence["line"] == bar
 
 
 def test_a_crash_after_ready_is_failed_with_how_long_it_had_been_ready():

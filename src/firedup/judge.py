@@ -34,7 +34,9 @@ Rules for the outcome:
   progress that moves, log lines that are not heartbeats, probe evidence;
   its evidence (and an ``incomplete`` log's) is the last line, or for a start
   that ends waiting (a heartbeat: "Waiting for shard 0 to be ready...") or
-  going down (a shutdown line) the last start-up line before that: where it got;
+  going down (a shutdown line) the last start-up line before that: where it got
+  (a progress bar still at 0: the phase line that began it, unless the bar
+  began its phase itself);
 - a stop from outside (a ``stopped`` line: SIGTERM, SIGINT, Ctrl-C, exit code
   -15 or 143) is no failure: the errors that follow it are the stop's. After
   ready the outcome stays ``ready``; before ready, with no failure before the
@@ -50,7 +52,9 @@ exception lines, tracebacks cut short), in log order, the root is
 2. else the first ``missing_module``: a module that failed to import is often a
    fallback whose own ImportError (an undefined symbol, a missing library) is
    the cause, later in the chain;
-3. else the first error message: an exception naming no cause, or a line
+3. else the first error message: an exception naming no cause (not a lookup
+   that missed, a KeyError, a StopIteration, when a handler caught it and
+   raised another: that one says what failed), or a line
    naming a consequence (an abort, ``segfault``: how C++ ends on an uncaught
    error, ``terminate called ...`` after a Python or NCCL error; a memory
    fault, "Segmentation fault", is a root of its own, unless lines naming a
@@ -110,10 +114,15 @@ from .defaults import GRACE
 from .lines import parse
 from .rules import PHASES
 from .signals import Signal
+from .tracebacks import BARE as _EXCEPTION_LINE
 from .tracebacks import HEADER as _HEADER
 
 # A traceback a logger wrote at these levels is one the server handled.
 _HANDLED_LEVELS = ("WARNING", "INFO", "DEBUG")
+# A lookup that missed: what a handler catches to raise an error saying what
+# failed ("During handling of the above exception, another exception occurred").
+_LOOKUP_MISS = re.compile(r"(?:[\w.]+\.)?(?:KeyError|StopIteration|IndexError|LookupError)\b"
+                          r"|RuntimeError: There is no current event loop")
 # Kinds of lines that say where a start had got.
 _READ = ("phase", "progress", "heartbeat", "config", "benign", "cause")
 
@@ -132,6 +141,12 @@ def _tail(line: str, m: re.Match) -> str:
     two messages that only name one cause do not (gRPC's "Address already in
     use {...}" and Triton's "Socket '0.0.0.0:8001' already in use")."""
     return _DIGITS.sub("0", line[m.start():]).strip()
+
+
+def _handled_exception(line: str) -> bool:
+    """An exception line a logger wrote at WARNING level or below: handled."""
+    parsed = parse(line)
+    return parsed.level in _HANDLED_LEVELS and _EXCEPTION_LINE.match(parsed.message) is not None
 
 
 def _weak(s: Signal | None) -> bool:
@@ -226,6 +241,8 @@ def _score(s: Signal) -> float:
         # a wrapper that quotes the cause ("Failed to initialize executor on
         # rank 0: CUDA out of memory ...") comes after the error it quotes
         return WRAPPER if s.kind == "fatal" and s.rule is not None and s.rule.consequence else 4
+    if s.kind == "exception" and s.data.get("caught") and _LOOKUP_MISS.match(s.data.get("message", "")):
+        return 1.5  # what a handler caught, then raised the error that says what failed
     if s.kind == "exception" or s.cause:
         return 2
     if s.kind == "fatal":
@@ -720,11 +737,12 @@ class Judge:
         it, the first (an NCCL watchdog, then the abort that quotes it)."""
         # a line the start-up went on after did not stop it: it explains no crash while serving
         since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
-        # an optional import the server logged as a warning and went on without explains
-        # nothing; nor does one far above the failure (a probe the start went on after)
+        # an exception the server logged as a warning and went on after explains nothing
+        # (an optional import, a probe); nor does a missing module far above the failure
         causes = [c for c in self.causes
-                  if not (c.cause == "missing_module" and (parse(c.line).level in _HANDLED_LEVELS
-                                                           or best.lineno - c.lineno > BURST_LINES))]
+                  if not _handled_exception(c.line)
+                  and not (c.cause == "missing_module" and (parse(c.line).level in _HANDLED_LEVELS
+                                                            or best.lineno - c.lineno > BURST_LINES))]
         before = [c for c in causes if since <= c.lineno <= best.lineno]
         after = [c for c in causes if c.lineno > best.lineno]
         near = [*reversed(before), *after]
@@ -756,9 +774,13 @@ class Judge:
 
     def _got_to(self, s: Signal) -> Signal:
         """A progress bar that never moved (0 of N) says no more than the
-        phase line that began it ("Capture cuda graph begin")."""
+        phase line that began it ("Capture cuda graph begin"): the last phase
+        line, when the bar belongs to no phase of its own ("  0%|   | 0/58") or
+        to that line's; a bar that began a phase itself is its own evidence."""
         if s.kind == "progress" and not s.data.get("n") and self.last_phase is not None:
-            return self.last_phase
+            own = s.rule.phase if s.rule is not None else None
+            if own is None or self.last_phase.rule is None or own == self.last_phase.rule.phase:
+                return self.last_phase
         return s
 
     def _last_line(self) -> dict[str, Any] | None:

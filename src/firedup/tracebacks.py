@@ -4,7 +4,8 @@ A block runs from ``Traceback (most recent call last):`` through its frames to
 the exception line, across chained exceptions. Blocks are kept per origin (the
 worker prefix), so two workers dying at once do not mix. A closed block yields
 one ``exception`` signal per exception in its chain, root first, with the
-indented lines that continue its message; a block cut
+indented lines that continue its message (``data["caught"]``: a handler caught
+it and raised the next, "During handling of the above exception"); a block cut
 off before its exception line yields a ``traceback`` signal for its header.
 An exception line outside any block (a log window that starts after the
 frames) yields a bare ``exception`` signal, and so does the ``what():`` line
@@ -51,7 +52,7 @@ _MAX_SILENCE = 200
 
 class _Block:
     __slots__ = ("origin", "alias", "lineno", "text", "level", "exceptions", "details", "frames", "frame", "state",
-                 "last", "before")
+                 "last", "before", "caught")
 
     def __init__(self, origin: str, lineno: int, text: str, level: str = "", alias: str = ""):
         self.origin = origin
@@ -65,6 +66,7 @@ class _Block:
         self.details: dict[int, list[tuple[int, Line]]] = {}  # indented lines after an exception line
         self.frames: dict[int, str] = {}  # each exception's innermost frame ('File "x.py", line 1, in f')
         self.frame = ""  # the last frame line read
+        self.caught: set[int] = set()  # exceptions a handler caught and then raised another in ("During handling")
         self.state = "frames"  # frames → exception → (chain → frames …)
         self.last = lineno
         self.before: tuple[int, str] | None = None  # the line before the header, for the reader to fill in
@@ -128,7 +130,9 @@ class Assembler:
                     block.frames[lineno] = block.frame
                     block.state = "exception"
                     return out
-            elif CHAIN.match(msg):
+            elif chain := CHAIN.match(msg):
+                if chain.group(0).startswith("During handling") and block.exceptions:
+                    block.caught.add(block.exceptions[-1][0])
                 block.state = "chain"
                 self.absorbed = True
                 return out
@@ -177,7 +181,7 @@ class Assembler:
         return [
             Signal("exception", lineno, line.text, origin=line.origin,
                    data={"message": line.message, "chain": i, "traceback": block.lineno,
-                   "level": line.level or block.level,
+                   "level": line.level or block.level, "caught": lineno in block.caught,
                          "header": block.text, "details": block.details.get(lineno, []),
                    "frame": block.frames.get(lineno, "")})
             for i, (lineno, line) in enumerate(block.exceptions)
