@@ -429,6 +429,44 @@ def test_an_exception_the_server_logged_as_a_warning_names_no_later_failure_caus
     assert v.cause == "other" and v.evidence["lineno"] == 6
 
 
+def test_a_bare_assertion_error_is_read_with_the_assert_its_traceback_shows():
+    v = _failed("Traceback (most recent call last):\n"
+                "  File \"/sgl/python/sglang/srt/models/qwen2.py\", line 105, in __init__\n"
+                "    assert self.total_num_heads % tp_size == 0\n"
+                "AssertionError\n")
+    assert v.cause == "bad_argument" and v.evidence["line"] == "AssertionError"
+
+
+def test_a_log_pasted_indented_as_a_whole_is_read_as_written():
+    v = _failed("    [2025-02-14 02:47:45 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                "      File \"/sgl/python/sglang/srt/models/qwen2.py\", line 105, in __init__\n"
+                "        assert self.total_num_heads % tp_size == 0\n"
+                "    AssertionError\n")
+    assert v.cause == "bad_argument" and v.evidence == {"line": "    AssertionError", "lineno": 4}
+
+
+def test_a_kernel_build_that_failed_is_evidenced_by_the_compilers_own_error():
+    v = _failed("Traceback (most recent call last):\n"
+                "  File \"/x/flashinfer/jit/cpp_ext.py\", line 380, in run_ninja\n"
+                "    raise RuntimeError(msg) from e\n"
+                "RuntimeError: Ninja build failed. Ninja output:\n"
+                "FAILED: [code=1] /root/.cache/flashinfer/cached_ops/batch_prefill/batch_prefill.cuda.o\n"
+                "/root/.cache/flashinfer/generated/batch_prefill.cu:1:10: fatal error: "
+                "flashinfer/attention/prefill.cuh: No such file or directory\n"
+                "compilation terminated.\n"
+                "ninja: build stopped: subcommand failed.\n")
+    assert v.cause == "compile_error" and v.evidence["lineno"] == 6
+
+
+def test_a_log_that_ends_on_error_lines_is_evidenced_by_their_first_copy():
+    hccl = ("ERROR 10-11 11:32:59 [model_runner_v1.py:3556] EI0006: [PID: {}] 2025-10-11-11:32:29.335.888 "
+            "Getting socket times out. Reason: Remote Rank did not send the data in time.")
+    v = _failed("".join(f"(Worker_TP{r} pid={r}) " + hccl.format(r) + "\n"
+                        f"(Worker_TP{r} pid={r}) ERROR 10-11 11:32:59 [model_runner_v1.py:3556]         Transport "
+                        "init error. Reason: [Create][DestLink]Create Dest error!\n" for r in (11, 12)))
+    assert v.cause == "nccl" and v.evidence["lineno"] == 1
+
+
 def test_a_message_several_ranks_repeat_is_evidenced_by_its_first_copy():
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     v = _failed(f"[rank0]: {oom}\n[rank1]: {oom}\n[rank0]: RuntimeError: NCCL error: unhandled system error\n")

@@ -11,11 +11,15 @@ ALL_RULES = RULESET.rules
 
 def _read_as(rule, engine, example):
     """The rules that read an example: for a frame rule, the rule naming the
-    cause of the example traceback's exception."""
+    cause of the example traceback's exception; for a cause rule also the
+    rule naming the cause of an example traceback's exception (a bare
+    AssertionError read with its assert statement)."""
     signals = engine.feed(example.encode() + b"\n") + engine.close()
+    explained = [s.cause_rule.id for s in signals if s.kind == "exception" and s.cause_rule is not None]
     if rule.frame is not None:
-        return [s.cause_rule.id for s in signals if s.kind == "exception" and s.cause_rule is not None]
-    return [s.rule.id for s in signals if s.rule is not None and s.kind == rule.kind]
+        return explained
+    read = [s.rule.id for s in signals if s.rule is not None and s.kind == rule.kind]
+    return read + explained if rule.kind == "cause" else read
 
 
 @pytest.mark.parametrize("rule", ALL_RULES, ids=[r.id for r in ALL_RULES])

@@ -40,6 +40,11 @@ _GLUED = re.compile(r"[^\]\n]*\](?P<rest>.*\S.*)$")
 # A line that says it is a warning where the prefixes parsed no level:
 # "[WARNING] ...", "warning: ...", Python logging's "name - WARNING - ...".
 _WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s")
+_BARE_ASSERT = re.compile(r"(?:\w+\.)*AssertionError:?\s*$")
+# A log pasted indented as a whole (a markdown code block, a quote): the
+# indent of its first line, unless that line is itself part of a stack (a
+# frame, a caret line: a window that starts inside a traceback).
+_INDENT = re.compile(r"[ \t]+(?!File \"|at |[\^~]|\S*Error\b)(?=\S)")
 
 
 def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
@@ -100,6 +105,7 @@ class Engine:
         self._held: list[tuple[int, lines.Line, list[Rule], list[Signal], bool]] = []
         self._block: _Block | None = None  # an open multi-line configuration
         self._last_heartbeat = 0  # line number of the last heartbeat read
+        self._indent: str | None = None  # the whole log's indent; "" once a line lacks it (None: no line yet)
 
     def feed(self, data: bytes) -> list[Signal]:
         return self._run(self.scanner.feed(data))
@@ -112,7 +118,7 @@ class Engine:
         if redraw is None or redraw == self._peeked:
             return []
         self._peeked = redraw
-        line = lines.parse(redraw.decode("utf-8", "replace"))
+        line = self._parse(redraw.decode("utf-8", "replace"))
         found = self._match(line, self._progress_rules)
         if found is None:
             return []
@@ -134,7 +140,7 @@ class Engine:
         "Floating point exception"), where one that hangs ends on where it got."""
         found: Signal | None = None
         for lineno, raw in reversed(self.scanner.tail):
-            line = lines.parse(raw.decode("utf-8", "replace"))
+            line = self._parse(raw.decode("utf-8", "replace"))
             if line.level in (*_CALM_LEVELS, "WARNING") or _WARNING_MARK.search(line.message):
                 if found is not None and lines.parse(found.line).message in line.text:
                     found = None  # a second handler's copy of this warning
@@ -175,7 +181,7 @@ class Engine:
         new = self.scanner.lines - before
         if new and self.scanner.last is not None:
             lineno, raw = self.scanner.last
-            last = lines.parse(raw.decode("utf-8", "replace"))
+            last = self._parse(raw.decode("utf-8", "replace"))
             calm = (last.level in _CALM_LEVELS and not self.tracebacks.open and lineno != self._last_heartbeat
                     and not any(r.pattern.search(last.message) for r in self._stopping_rules))
             out.append(Signal("lines", lineno, last.text, data={"n": new, "heartbeats": heartbeats, "calm": calm}))
@@ -185,8 +191,26 @@ class Engine:
         ready = 0 if not self._ready else 2 if self._benign_after_ready >= BENIGN_AFTER_READY else 1
         return _prefilter(self.ruleset, detect=self.family is None or self._weak, ready=ready)
 
+    def _parse(self, raw: str) -> lines.Line:
+        return self._unindent(lines.parse(raw))
+
+    def _unindent(self, line: lines.Line) -> lines.Line:
+        """A line as rules read it: without the indent of a log pasted indented
+        (under the prefixes a machine that relays it adds)."""
+        if self._indent and line.message.startswith(self._indent):
+            inner = lines.parse(line.message[len(self._indent):])
+            return lines.Line(line.text, inner.message, inner.origin or line.origin, inner.level or line.level,
+                              line.outer or inner.outer)
+        return line
+
     def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal]) -> int:
         line = lines.parse(segment.decode("utf-8", "replace"))
+        if self._indent is None and line.message.strip():
+            indent = _INDENT.match(line.message)
+            self._indent = indent.group() if indent else ""
+        elif self._indent and line.message.strip() and not line.message.startswith(self._indent):
+            self._indent = ""  # a line without it: the log was not pasted indented after all
+        line = self._unindent(line)
         if self._block is not None and self._extend_block(line, out):
             return 0
         candidates: list[Rule] = []
@@ -354,7 +378,8 @@ class Engine:
         line, or else from an indented line that continues its message, which
         then becomes the evidence (also when its own line only says how it
         failed: pydantic's "1 validation error for ModelConfig" over the
-        "Value error, ..." that says why), or else from where it was raised."""
+        "Value error, ..." that says why), or else (a bare AssertionError) from
+        the assert statement above it, or else from where it was raised."""
         out = []
         for s in signals:
             if s.kind == "exception":
@@ -365,6 +390,10 @@ class Engine:
                         if found is not None and not found.consequence:
                             s, rule = replace(s, lineno=lineno, line=line.text), found
                             break
+                statement = s.data.get("statement", "")
+                if rule is None and _BARE_ASSERT.match(s.data["message"]) and statement.startswith("assert "):
+                    # a bare AssertionError says what failed only in the assert its traceback shows
+                    rule = self._cause_of(lines.Line(s.line, "AssertionError: " + statement, s.origin, ""))
                 if rule is None:
                     rule = self._raised_at(s.data["message"], s.data.get("frame", ""))
                 if rule is not None:

@@ -92,7 +92,9 @@ unless the root is an exception and the cause line comes before it, the
 exception's own line then being the evidence (a cause line after an exception
 is its output: the linker error a "ninja exited with status 1" leaves below
 it). A fatal line that opens a traceback ("Initialization failed. warmup
-error: Traceback ...") gives the evidence to that traceback's exception.
+error: Traceback ...") gives the evidence to that traceback's exception; an
+exception raised by a kernel build ("Ninja build failed. Ninja output:") to
+the compiler's first error line under it (within BURST_LINES).
 
 Ignored lines (the verdict's ``benign``): the lines rules read as benign, and
 the scary lines that did not decide the verdict: an exception start-up went on
@@ -135,12 +137,17 @@ def copy_key(line: str) -> str:
 
 
 
-def _tail(line: str, m: re.Match) -> str:
-    """A message from where a rule matched it on, numbers left out: what two
-    copies of one message share ("ValueError: X" quoted by a wrapper), and
-    two messages that only name one cause do not (gRPC's "Address already in
-    use {...}" and Triton's "Socket '0.0.0.0:8001' already in use")."""
-    return _DIGITS.sub("0", line[m.start():]).strip()
+def _tail(line: str, pattern: re.Pattern) -> str | None:
+    """A message from where a rule matched it on (in the message, as rules
+    read it, else in the whole line), numbers left out: what two copies of
+    one message share ("ValueError: X" quoted by a wrapper), and two messages
+    that only name one cause do not (gRPC's "Address already in use {...}"
+    and Triton's "Socket '0.0.0.0:8001' already in use")."""
+    for text in (parse(line).message, line):
+        m = pattern.search(text)
+        if m is not None:
+            return _DIGITS.sub("0", text[m.start():]).strip()
+    return None
 
 
 def _handled_exception(line: str) -> bool:
@@ -662,8 +669,12 @@ class Judge:
                 # failed says more than nothing (how a process died does not)
                 rule = next((c.cause_rule for c in candidates if c.lineno > best.lineno
                              and c.cause == "warmup_failed"), None)
-        elif best.kind == "fatal" or best.data.get("what"):
+        elif best.kind in ("fatal", "last_words") or best.data.get("what"):
             evidence = self._first_copy(best)
+        elif best.kind == "exception" and best.cause == "compile_error":
+            # "Ninja build failed. Ninja output:": the compiler's own error below says what failed
+            evidence = next((c for c in self.causes if c.cause == "compile_error"
+                             and 0 < c.lineno - best.lineno <= BURST_LINES), best)
         if evidence is best and best.kind == "fatal" and _HEADER.search(best.line):
             # "Initialization failed. warmup error: Traceback ...": its exception says what failed
             evidence = next((c for c in candidates if c.kind == "exception"
@@ -711,14 +722,14 @@ class Judge:
         return burst[0] if burst else fault
 
     def _first_copy(self, best: Signal) -> Signal:
-        """The first copy of the message a fatal root (or the what() of a C++
-        exception) repeats, among the lines just before it (each within
+        """The first copy of the message a fatal root (the what() of a C++
+        exception, the error lines a log ends on) repeats, among the lines just before it (each within
         BURST_LINES of the next): Triton's "Failed to create instance:
         ValueError: X" after the stub's own "Failed to initialize Python stub:
         ValueError: X"; an abort's what() quoting NCCL's watchdog line."""
         rule = best.cause_rule
-        m = rule.pattern.search(best.line)
-        if m is None:
+        tail = _tail(best.line, rule.pattern)
+        if tail is None:
             return best
         found = best
         for c in reversed(self.causes):
@@ -726,8 +737,7 @@ class Judge:
                 continue
             if found.lineno - c.lineno > BURST_LINES:
                 break
-            other = c.cause_rule.pattern.search(c.line) if c.cause_rule is rule else None
-            if other is not None and _tail(c.line, other) == _tail(best.line, m):
+            if c.cause_rule is rule and _tail(c.line, rule.pattern) == tail:
                 found = c
         return found
 

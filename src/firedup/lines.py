@@ -83,6 +83,9 @@ class Line(NamedTuple):
     message: str  # the text with known prefixes removed: what rules match
     origin: str  # the worker or service that wrote it ("" when unknown)
     level: str  # normalised log level ("" when unknown)
+    # the outermost prefix's origin (docker compose's service around "[... TP2]"):
+    # what the unprefixed lines of a record carry once a wrapper prefixes them
+    outer: str = ""
 
 
 def clean(raw: str) -> str:
@@ -95,15 +98,16 @@ def clean(raw: str) -> str:
 def parse(raw: str) -> Line:
     text = clean(raw)
     message = text
-    origin = level = ""
+    origin = level = outer = ""
     for _ in range(6):
         m = _PREFIX.match(message)
         if m is None or m.end() == len(message):
             break
         origin_group, level_group = _PREFIX_GROUPS[m.lastgroup or ""]
         origin = origin_group and m.group(origin_group) or origin
+        outer = outer or origin
         level = level_group and m.group(level_group) or level
         message = message[m.end():]
     if message.endswith("across cluster]"):
         message = _RAY_REPEAT.sub("", message)
-    return Line(text, message, origin, _LEVELS.get(level, level))
+    return Line(text, message, origin, _LEVELS.get(level, level), outer)

@@ -36,6 +36,8 @@ _FAILED = re.compile(r"(?i)could not|couldn't|cannot|can't|unable|fail")
 _NAMED = re.compile(r"[A-Za-z]\w*(?:Error|Exception)\b")
 # A frame's location line; the one just above an exception says where it was raised.
 _FRAME = re.compile(r"(?:\s+|> )File \"")
+# Python 3.11+'s markers under a statement ("    ^^^^^^^^").
+_CARETS = re.compile(r"\s*[\^~]+\s*$")
 # loguru's backtrace marks the frame that raised with "> " instead of indenting it.
 _MARKED = "> File \""
 # An exception line with no traceback around it: the name must say it is one
@@ -51,14 +53,15 @@ _MAX_SILENCE = 200
 
 
 class _Block:
-    __slots__ = ("origin", "alias", "lineno", "text", "level", "exceptions", "details", "frames", "frame", "state",
-                 "last", "before", "caught")
+    __slots__ = ("origin", "aliases", "lineno", "text", "level", "exceptions", "details", "frames", "frame", "state",
+                 "last", "before", "caught", "statement", "statements")
 
-    def __init__(self, origin: str, lineno: int, text: str, level: str = "", alias: str = ""):
+    def __init__(self, origin: str, lineno: int, text: str, level: str = "", aliases: set[str] | None = None):
         self.origin = origin
         # a header inside a record: its lines carry no prefix of their own, or
-        # (behind docker compose, journald) the same one as the header's line
-        self.alias = alias
+        # (behind docker compose, journald) the same one as the header's line,
+        # or the outermost of its prefixes ("vllm-1  | [... TP2] ...")
+        self.aliases = aliases or set()
         self.lineno = lineno
         self.text = text
         self.level = level  # the level of the log record the traceback belongs to, when its header has none
@@ -66,6 +69,8 @@ class _Block:
         self.details: dict[int, list[tuple[int, Line]]] = {}  # indented lines after an exception line
         self.frames: dict[int, str] = {}  # each exception's innermost frame ('File "x.py", line 1, in f')
         self.frame = ""  # the last frame line read
+        self.statement = ""  # the source line under it ("assert x % tp_size == 0")
+        self.statements: dict[int, str] = {}  # each exception's innermost statement
         self.caught: set[int] = set()  # exceptions a handler caught and then raised another in ("During handling")
         self.state = "frames"  # frames → exception → (chain → frames …)
         self.last = lineno
@@ -101,7 +106,7 @@ class Assembler:
         block = self._blocks.get(origin)
         if block is None and origin:
             inner = self._blocks.get("")
-            block = inner if inner is not None and inner.alias == origin else None
+            block = inner if inner is not None and origin in inner.aliases else None
         if header:
             self.consumed = True
             if block is not None and block.state == "chain":
@@ -112,8 +117,8 @@ class Assembler:
             if block is not None:
                 out += self._close(block)
             level = self._before[2] if not line.level and self._before[:2] == (lineno - 1, origin) else ""
-            alias = line.origin if origin != line.origin else ""
-            self.block = self._blocks[origin] = _Block(origin, lineno, line.text, level, alias)
+            aliases = {line.origin, line.outer} - {origin, ""}
+            self.block = self._blocks[origin] = _Block(origin, lineno, line.text, level, aliases)
             return self._expire(lineno, out)
         if block is not None:
             block.last = lineno
@@ -123,11 +128,14 @@ class Assembler:
                 if msg[:1].isspace() or msg.startswith(_MARKED):
                     self.absorbed = True
                     if _FRAME.match(msg):
-                        block.frame = msg.lstrip(" >")
+                        block.frame, block.statement = msg.lstrip(" >"), ""
+                    elif not block.statement and not _CARETS.match(msg):
+                        block.statement = msg.strip()
                     return out
                 if _IN_BLOCK.match(msg):
                     block.exceptions.append((lineno, line))
                     block.frames[lineno] = block.frame
+                    block.statements[lineno] = block.statement
                     block.state = "exception"
                     return out
             elif chain := CHAIN.match(msg):
@@ -183,6 +191,6 @@ class Assembler:
                    data={"message": line.message, "chain": i, "traceback": block.lineno,
                    "level": line.level or block.level, "caught": lineno in block.caught,
                          "header": block.text, "details": block.details.get(lineno, []),
-                   "frame": block.frames.get(lineno, "")})
+                   "frame": block.frames.get(lineno, ""), "statement": block.statements.get(lineno, "")})
             for i, (lineno, line) in enumerate(block.exceptions)
         ]
