@@ -63,6 +63,17 @@ def test_llamacpp_listening_before_model_load_is_not_ready():
     assert v.outcome == "failed" and v.cause == "model_not_found"
 
 
+@pytest.mark.parametrize("order,lineno", [
+    (("HTTP server is listening | port=\"8080\"", "model loaded |", "all slots are idle |"), 2),  # mid-2024: listens first
+    (("model loaded |", "HTTP server listening | port=\"8080\"", "all slots are idle |"), 2),  # early 2024: loads first
+])
+def test_llamacpp_is_ready_where_it_both_listens_and_has_its_model(order, lineno):
+    run = Run(server="llamacpp")
+    run.log("".join(f"INFO [                    main] {line} tid=\"1\" timestamp=1725256219\n" for line in order))
+    v = run.finish()
+    assert v.outcome == "ready" and v.evidence["lineno"] == lineno
+
+
 def test_fatal_line_that_sounds_mild():
     v = Run().log("RuntimeError: CRITICAL WARNING: PyTorch 2.9.1 & CuDNN Compatibility Issue Detected\n"
                   "-----\nCurrent Environment: PyTorch 2.9.1+cu130 | CuDNN 9.13\n", at=1)

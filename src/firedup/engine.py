@@ -105,6 +105,7 @@ class Engine:
         self._held: list[tuple[int, lines.Line, list[Rule], list[Signal], bool]] = []
         self._block: _Block | None = None  # an open multi-line configuration
         self._last_heartbeat = 0  # line number of the last heartbeat read
+        self._read_ids: set[str] = set()  # the rules that read a line so far (a ready line may wait for one)
         self._indent: str | None = None  # the whole log's indent; "" once a line lacks it (None: no line yet)
 
     def feed(self, data: bytes) -> list[Signal]:
@@ -284,9 +285,12 @@ class Engine:
         if found is None:
             return 0
         rule, m = found
+        self._read_ids.add(rule.id)
         if rule.kind == "progress":
             self._read_glued(lineno, line, m, candidates, out)
         signal = self._signal(rule, m.groupdict(), lineno, line)
+        if rule.after is not None and rule.after not in self._read_ids:
+            signal = replace(signal, kind="phase")  # ready only after that line: before it, the listening line follows
         if rule.kind == "stopped" and before is not None:
             signal.data["before"] = before
         if rule.kind == "fatal":
@@ -297,8 +301,8 @@ class Engine:
             signal = replace(signal, explains=self._cause_of(line))
         elif rule.kind == "benign" and in_block:
             return 0  # frames of a traceback are not warnings
-        if rule.kind == "ready" or rule.start:
-            self._ready = rule.kind == "ready"
+        if signal.kind == "ready" or rule.start:
+            self._ready = signal.kind == "ready"
             self._benign_after_ready = 0
             self.scanner.prefilter = self._stage()
         elif rule.kind == "benign" and self._ready:

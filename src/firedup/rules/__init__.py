@@ -78,6 +78,9 @@ class Rule:
     # not where it came up: the last ``up`` line before it is the evidence.
     served: bool = False
     up: bool = False  # the server says its HTTP server is up (uvicorn's "Application startup complete.")
+    # A ready line that means ready only once this rule's line was read (llama.cpp's
+    # "model loaded" after its early socket); before it, the listening line follows.
+    after: str | None = None
     gated: bool = True  # read only once the log's family is known to be the rule's
     frame: re.Pattern | None = None  # the innermost frame of the exception's traceback (cause rules only)
     examples: tuple[str, ...] = ()
@@ -128,7 +131,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "before_bind", "consequence", "stop_when_ready",
-                              "gated", "frame", "examples", "served", "up"}
+                              "gated", "frame", "examples", "served", "up", "after"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -152,6 +155,9 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         frame = raw.get("frame")
         if frame is not None and kind != "cause":
             raise RuleError(f"{where}: only a cause rule reads frames")
+        after = raw.get("after")
+        if after is not None and (kind != "ready" or after not in {r.get("id") for r in data.get("rule", [])}):
+            raise RuleError(f"{where}: only a ready rule waits for another, and it must be a rule of this pack")
         examples = tuple(raw.get("examples", ()))
         if not examples:
             raise RuleError(f"{where}: every rule needs at least one example line")
@@ -162,7 +168,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             start=bool(raw.get("start", False)), before_bind=bool(raw.get("before_bind", False)),
             consequence=bool(raw.get("consequence", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
-            served=bool(raw.get("served", False)), up=bool(raw.get("up", False)),
+            served=bool(raw.get("served", False)), up=bool(raw.get("up", False)), after=after,
             gated=bool(raw.get("gated", True)),
             frame=_compile(frame, where) if frame is not None else None,
             examples=examples,
