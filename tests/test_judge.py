@@ -469,6 +469,16 @@ def test_a_kernel_build_that_failed_is_evidenced_by_the_compilers_own_error():
     assert v.cause == "compile_error" and v.evidence["lineno"] == 6
 
 
+def test_a_kernel_build_whose_output_holds_no_compiler_error_is_evidenced_by_itself():
+    # the line below is another exception of the chain, a wrapper: not the compiler's output
+    v = _failed("Traceback (most recent call last):\n"
+                "  File \"/x/flashinfer/jit/cpp_ext.py\", line 380, in run_ninja\n"
+                "    raise RuntimeError(msg) from e\n"
+                "RuntimeError: Ninja build failed. Ninja output:\n"
+                "Exception: Capture cuda graph failed: Error building extension 'batch_prefill'\n")
+    assert v.cause == "compile_error" and v.evidence["lineno"] == 4
+
+
 def test_a_log_that_ends_on_error_lines_is_evidenced_by_their_first_copy():
     hccl = ("ERROR 10-11 11:32:59 [model_runner_v1.py:3556] EI0006: [PID: {}] 2025-10-11-11:32:29.335.888 "
             "Getting socket times out. Reason: Remote Rank did not send the data in time.")

@@ -672,9 +672,11 @@ class Judge:
         elif best.kind in ("fatal", "last_words") or best.data.get("what"):
             evidence = self._first_copy(best)
         elif best.kind == "exception" and best.cause == "compile_error":
-            # "Ninja build failed. Ninja output:": the compiler's own error below says what failed
+            # "Ninja build failed. Ninja output:": the compiler's own error below says what
+            # failed (its output, not another exception of the chain: "Error building extension")
             evidence = next((c for c in self.causes if c.cause == "compile_error"
-                             and 0 < c.lineno - best.lineno <= BURST_LINES), best)
+                             and 0 < c.lineno - best.lineno <= BURST_LINES
+                             and not _EXCEPTION_LINE.match(parse(c.line).message)), best)
         if evidence is best and best.kind == "fatal" and _HEADER.search(best.line):
             # "Initialization failed. warmup error: Traceback ...": its exception says what failed
             evidence = next((c for c in candidates if c.kind == "exception"
