@@ -116,10 +116,13 @@ def test_reported_corpus():
             assert "evidence_line" not in other or clean(other["evidence_line"]) in lines, log.name
 
 
-# How the same log reaches a user from other machines: kubectl logs --timestamps,
-# docker compose's service column, journalctl/syslog, a Python wrapper's logger, Windows line ends.
+# How the same log reaches a user from other machines: kubectl logs --timestamps or
+# --prefix, Slurm's srun --label, docker compose's service column, journalctl/syslog,
+# a Python wrapper's logger, Windows line ends.
 REWRITES = {
     "kubectl": lambda line: "2026-05-01T10:00:00.123456789Z " + line,
+    "kubectl-prefix": lambda line: "[pod/vllm-7d9c6b5f4-x2k8p/vllm] 2026-05-01T10:00:00.123456789Z " + line,
+    "srun-label": lambda line: "0: " + line,
     "compose": lambda line: "vllm-1  | " + line,
     "journald": lambda line: "Dec  1 10:00:00 gpu01 vllm[1234]: " + line,
     "journald-no-host": lambda line: "Mar 18 11:23:46 sglang-router[931930]: " + line,

@@ -72,6 +72,11 @@ def _one_of(patterns: list[re.Pattern]) -> tuple[re.Pattern, dict[str, tuple[str
 
 
 _PREFIX, _PREFIX_GROUPS = _one_of(_PREFIXES)
+# What a scheduler's log collection puts first on every line, before anything the
+# server wrote: Slurm's "srun --label" task number ("0: ") and "kubectl logs
+# --prefix" ("[pod/vllm-0/server] "). Only at the very start: a message of the
+# server's own may begin with a number and a colon.
+_COLLECTOR = re.compile(r"\d{1,4}: |(?P<origin>\[pod/[\w.-]+/[\w.-]+\]) ")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _LEVELS = {
     "W": "WARNING", "WARN": "WARNING", "E": "ERROR", "F": "FATAL", "I": "INFO", "D": "DEBUG",
@@ -99,6 +104,10 @@ def parse(raw: str) -> Line:
     text = clean(raw)
     message = text
     origin = level = outer = ""
+    collector = _COLLECTOR.match(message)
+    if collector is not None and collector.end() < len(message):
+        origin = outer = collector.group("origin") or ""
+        message = message[collector.end():]
     for _ in range(6):
         m = _PREFIX.match(message)
         if m is None or m.end() == len(message):
