@@ -24,3 +24,9 @@ def test_kubectl_pod_prefix_is_the_lines_origin():
 def test_a_number_and_colon_inside_a_message_stays():
     line = parse("INFO 04-25 08:50:55 [worker.py:1] 0: rank 0 ready")
     assert line.message == "0: rank 0 ready"
+
+
+def test_tensorrt_llms_timestamp_and_level_are_peeled():
+    line = parse("[06/02/2026-03:50:10] [TRT-LLM] [I] Preparing to run throughput benchmark...")
+    assert line.message == "Preparing to run throughput benchmark..."
+    assert line.level == "INFO"

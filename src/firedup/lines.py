@@ -21,6 +21,8 @@ _PREFIXES = [
     # the host left out of a paste too
     re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?"
                r"(?:[+-]\d\d:?\d\d|Z)?) (?:[\w.-]+ )?(?P<origin>[\w.@/-]+\[\d+\]): "),
+    # moreutils' ts, as a launch script pipes through it: "Dec 02 01:51:33 ", "00:00:05 " (ts -s)
+    re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d )?\d\d:\d\d:\d\d(?:\.\d+)? "),
     # docker compose service column: "ollama  | "
     re.compile(r"(?P<origin>[\w.-]+)\s+\| "),
     # ISO / docker timestamps: "2025-02-04 21:21:33 ", "2025-10-13T22:12:09.754618Z  INFO "
@@ -50,8 +52,9 @@ _PREFIXES = [
     re.compile(r"\d+\.\d\d\.\d\d\d\.\d\d\d (?P<level>[DIWE]) "),
     # glog (Triton): "E0306 16:40:07.708802 117 backend_model.cc:691] "
     re.compile(r"(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] "),
-    # TensorRT-LLM: "[TensorRT-LLM][INFO] ", "[TRT-LLM] [I] "
+    # TensorRT-LLM: "[TensorRT-LLM][INFO] ", "[TRT-LLM] [I] ", after its "[06/02/2026-03:50:10] "
     re.compile(r"\[(?:TensorRT-LLM|TRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] "),
+    re.compile(r"\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "),
     # lmdeploy / python logging: "lmdeploy - INFO - [pid=1 ppid=0] - async_engine.py:130 - " (after its timestamp)
     re.compile(r"(?:- )?(?P<origin>[\w.]+) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
                r"(?:\[pid=\d+ ppid=\d+\] - )?(?:[\w.]+:\d+ - )?"),
