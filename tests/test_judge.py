@@ -479,6 +479,36 @@ def test_a_kernel_build_whose_output_holds_no_compiler_error_is_evidenced_by_its
     assert v.cause == "compile_error" and v.evidence["lineno"] == 4
 
 
+NCCL_WARN = ("gpu01:2777:5429 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-v2jS20 "
+             "to 9637892 bytes\n"
+             "gpu01:2777:5429 [0] NCCL INFO transport/shm.cc:114 -> 2\n")
+
+
+def test_an_nccl_failure_is_evidenced_by_nccls_own_word_where_the_call_failed():
+    v = _failed(NCCL_WARN + "Traceback (most recent call last):\n"
+                "  File \"/x/vllm/distributed/parallel_state.py\", line 9, in init\n"
+                "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n")
+    assert v.cause == "nccl" and v.evidence["lineno"] == 1
+
+
+def test_an_exception_no_rule_explains_after_nccl_failed_is_nccls_failure():
+    # vLLM 0.4's pynccl checked NCCL's return code with a bare assert
+    v = _failed(NCCL_WARN + "Traceback (most recent call last):\n"
+                "  File \"/x/vllm/model_executor/parallel_utils/pynccl.py\", line 257, in all_reduce\n"
+                "    assert result == 0\n"
+                "AssertionError\n")
+    assert v.cause == "nccl" and v.evidence["lineno"] == 1
+
+
+def test_an_nccl_warning_that_says_nothing_failed_names_no_cause():
+    v = _failed("gpu01:213:213 [1] graph/search.cc:1127 NCCL WARN Could not find a path for pattern 4, "
+                "falling back to simple order\n"
+                "Traceback (most recent call last):\n"
+                "  File \"/x/vllm/model_executor/model_loader/loader.py\", line 9, in load\n"
+                "RuntimeError: shape mismatch in weight loader\n")
+    assert v.cause == "other" and v.evidence["lineno"] == 4
+
+
 def test_a_log_that_ends_on_error_lines_is_evidenced_by_their_first_copy():
     hccl = ("ERROR 10-11 11:32:59 [model_runner_v1.py:3556] EI0006: [PID: {}] 2025-10-11-11:32:29.335.888 "
             "Getting socket times out. Reason: Remote Rank did not send the data in time.")

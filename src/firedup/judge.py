@@ -94,7 +94,11 @@ is its output: the linker error a "ninja exited with status 1" leaves below
 it). A fatal line that opens a traceback ("Initialization failed. warmup
 error: Traceback ...") gives the evidence to that traceback's exception; an
 exception raised by a kernel build ("Ninja build failed. Ninja output:") to
-the compiler's first error line under it (within BURST_LINES).
+the compiler's first error line under it (within BURST_LINES); a root that
+says only that a library failed ("NCCL error: unhandled system error") to
+that library's own word where the call failed, the first before it (a rule
+marked ``arose``: NCCL's WARN line), which also names the cause of an
+exception no rule explains (a bare ``assert result == 0`` on NCCL's return).
 
 Ignored lines (the verdict's ``benign``): the lines rules read as benign, and
 the scary lines that did not decide the verdict: an exception start-up went on
@@ -661,7 +665,8 @@ class Judge:
             context = self._context_cause(best)
             if context is not None and (_score(best) <= 1 or not _weak(context)):
                 rule = context.cause_rule
-                if _score(best) <= 1 or best.kind != "exception" or context.lineno > best.lineno:
+                if _score(best) <= 1 or best.kind != "exception" or context.lineno > best.lineno \
+                        or (rule is not None and rule.arose):
                     evidence = context
             elif rule is None and best.kind == "exception":
                 # an exception no rule explains, then a line saying the warm-up
@@ -671,7 +676,9 @@ class Judge:
                              and c.cause == "warmup_failed"), None)
         elif best.kind in ("fatal", "last_words") or best.data.get("what"):
             evidence = self._first_copy(best)
-        elif best.kind == "exception" and best.cause == "compile_error":
+        elif best.kind in ("exception", "fatal") and best.cause_rule is not None and not best.cause_rule.arose:
+            evidence = self._where_it_arose(best)
+        if evidence is best and best.kind == "exception" and best.cause == "compile_error":
             # "Ninja build failed. Ninja output:": the compiler's own error below says what
             # failed (its output, not another exception of the chain: "Error building extension")
             evidence = next((c for c in self.causes if c.cause == "compile_error"
@@ -715,6 +722,15 @@ class Judge:
             return what
         return next((c for c in candidates if c.kind == "fatal" and 0 < best.lineno - c.lineno <= CONTEXT_LINES
                      and c.rule is not None and not c.rule.consequence), best)
+
+    def _where_it_arose(self, best: Signal) -> Signal:
+        """A root that says only that a library failed ("NCCL error: unhandled
+        system error") gives the evidence to that library's own word where the
+        call failed, the first of them before it (within CONTEXT_LINES, and
+        after the ready line for a crash while serving)."""
+        since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
+        return next((c for c in self.causes if since <= c.lineno < best.lineno and c.cause == best.cause
+                     and c.cause_rule is not None and c.cause_rule.arose), best)
 
     def _fault_after(self, fault: Signal) -> Signal:
         """A memory fault right after lines naming a root cause (an allocation
