@@ -5,12 +5,13 @@ call, not a `firedup diagnose --json` process a log: the same verdict, in a
 hundredth of the time (the CLI's --json on real logs is test_captured's)."""
 
 import json
+import re
 
 import pytest
 
 from firedup import Outcome, diagnose
 from firedup.judge import copy_key
-from firedup.lines import clean
+from firedup.lines import clean, parse
 from firedup.rules import CAUSES
 
 from .conftest import FIXTURES, corpus_logs, needs_corpus, run_cli
@@ -149,3 +150,52 @@ def test_a_log_from_another_machine_gets_the_same_verdict(how):
                 (got.evidence or {}).get("lineno") != (want.evidence or {}).get("lineno"):
             changed.append(f"{log.stem}: {want.outcome}/{want.cause} -> {got.outcome}/{got.cause}")
     assert not changed, changed
+
+
+# TGI's --json-output (as Kubernetes deployments run it): one JSON record per
+# event, a multi-line message (a shard's traceback) inside one record.
+_TGI_RECORD = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.]+Z)\s+(TRACE|DEBUG|INFO|WARN|ERROR)\s+"
+                         r"(?:([\w-]+)(?:\{[^}]*\})?: )?(text_generation_\w+(?:::\w+)*): (.*)$")
+
+
+def _as_tgi_json(text: str) -> str:
+    out: list[str] = []
+    record: dict | None = None
+    for line in text.split("\n"):
+        m = _TGI_RECORD.match(line)
+        if m is None and record is not None and line.strip():
+            record["fields"]["message"] += "\n" + line
+            continue
+        if record is not None:
+            out.append(json.dumps(record))
+            record = None
+        if m is None:
+            out.append(line)
+            continue
+        stamp, level, span, target, message = m.groups()
+        record = {"timestamp": stamp, "level": level, "fields": {"message": message}, "target": target}
+        if span:
+            record["span"] = {"name": span}
+    if record is not None:
+        out.append(json.dumps(record))
+    return "\n".join(out)
+
+
+def test_a_tgi_log_written_as_json_gets_the_same_verdict():
+    """Every reported TGI log, rewritten as TGI's --json-output would have
+    printed it: the same outcome, cause and evidence message."""
+    import io
+
+    changed, rewritten = [], 0
+    for log in REPORTED:
+        if not log.name.startswith("tgi-") or log.stem in KNOWN_MISSES:
+            continue
+        as_json = _as_tgi_json(log.read_text(errors="replace"))
+        if as_json.count('"fields"') < 3:
+            continue  # a paste with too few of TGI's own records to say anything
+        rewritten += 1
+        want, got = diagnose(str(log)), diagnose(io.BytesIO(as_json.encode()))
+        said = [parse((v.evidence or {}).get("line", "")).message for v in (want, got)]
+        if (got.outcome, got.cause) != (want.outcome, want.cause) or said[0] != said[1]:
+            changed.append(f"{log.stem}: {want.outcome}/{want.cause} -> {got.outcome}/{got.cause}")
+    assert rewritten >= 15 and not changed, changed

@@ -1,6 +1,6 @@
 """How one raw line splits into the prefixes in front of it and the message rules read."""
 
-from firedup.lines import parse
+from firedup.lines import from_json, parse
 
 
 def test_slurm_task_label_is_peeled_before_the_servers_own_prefixes():
@@ -30,3 +30,26 @@ def test_tensorrt_llms_timestamp_and_level_are_peeled():
     line = parse("[06/02/2026-03:50:10] [TRT-LLM] [I] Preparing to run throughput benchmark...")
     assert line.message == "Preparing to run throughput benchmark..."
     assert line.level == "INFO"
+
+
+def test_a_tgi_json_record_reads_as_the_lines_tgi_prints_without_json():
+    record = ('{"timestamp":"2023-12-05T22:36:50.1Z","level":"ERROR","fields":{"message":"Error when initializing '
+              'model\\nTraceback (most recent call last):\\nValueError: bad"},"target":"text_generation_launcher",'
+              '"span":{"rank":0,"name":"shard-manager"}}')
+    first, *rest = from_json(record)
+    assert parse(first).message == "shard-manager: text_generation_launcher: Error when initializing model"
+    assert parse(first).level == "ERROR"
+    assert rest == ["Traceback (most recent call last):", "ValueError: bad"]
+
+
+def test_a_python_json_record_keeps_its_message_and_level():
+    line = parse(from_json('{"asctime":"2025-01-01 12:00:00,123","levelname":"WARNING","name":"vllm",'
+                           '"message":"Token indices sequence length is longer"}')[0])
+    assert (line.message, line.level) == ("Token indices sequence length is longer", "WARNING")
+
+
+def test_llamacpps_json_log_and_plain_text_are_not_records():
+    assert from_json('{"tid":"1","timestamp":1711270965,"level":"INFO","function":"main","line":2881,'
+                     '"msg":"model loaded"}') is None
+    assert from_json("{not json}") is None
+    assert from_json('{"a": 1}') is None

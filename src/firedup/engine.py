@@ -193,7 +193,10 @@ class Engine:
         return _prefilter(self.ruleset, detect=self.family is None or self._weak, ready=ready)
 
     def _parse(self, raw: str) -> lines.Line:
-        return self._unindent(lines.parse(raw))
+        """One raw line as rules read it; a structured record, as the last line
+        it stands for (what a log ending on it last said)."""
+        plain = lines.from_json(raw) if raw.startswith("{") else None
+        return self._unindent(lines.parse(plain[-1] if plain else raw))
 
     def _unindent(self, line: lines.Line) -> lines.Line:
         """A line as rules read it: without the indent of a log pasted indented
@@ -204,8 +207,15 @@ class Engine:
                               line.outer or inner.outer)
         return line
 
-    def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal]) -> int:
-        line = lines.parse(segment.decode("utf-8", "replace"))
+    def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal], record: bool = True) -> int:
+        text = segment.decode("utf-8", "replace")
+        if record and text.startswith("{") and text.rstrip().endswith("}"):
+            plain = lines.from_json(text)
+            if plain is not None:
+                # a structured record is read as the lines it stands for, each at the record's line number
+                return sum(self._line(lineno, piece.encode(), self._tags(piece.encode()), out, record=False)
+                           for piece in plain)
+        line = lines.parse(text)
         if self._indent is None and line.message.strip():
             indent = _INDENT.match(line.message)
             self._indent = indent.group() if indent else ""
@@ -250,6 +260,12 @@ class Engine:
             return 0
         self._release(out)
         return self._read(*held, out)
+
+    def _tags(self, segment: bytes) -> list[Any]:
+        """What the prefilter tags a line with, for a line the scanner did not
+        cut from the input (one line of a structured record's message)."""
+        prefilter = self.scanner.prefilter
+        return list(dict.fromkeys(prefilter.tags[pid] for _, pid in prefilter.scan(segment)))
 
     def _note_line_before(self, lineno: int, tags: list[Any]) -> None:
         """Where a start had got when a stop came: the line before the stop's

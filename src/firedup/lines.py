@@ -4,6 +4,7 @@ rules match the message whatever wrote it."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import NamedTuple
 
@@ -123,3 +124,35 @@ def parse(raw: str) -> Line:
     if message.endswith("across cluster]"):
         message = _RAY_REPEAT.sub("", message)
     return Line(text, message, origin, _LEVELS.get(level, level), outer)
+
+
+def from_json(text: str) -> list[str] | None:
+    """A structured log record (TGI's --json-output; a JSON logging config) as the
+    lines the server prints without it: "<time>  <LEVEL> <span>: <target>: <message>"
+    as Rust's tracing writes it, a message of several lines (a traceback) as several
+    lines. None when the text is not such a record."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or "function" in record:
+        return None  # llama.cpp's JSON log format, which its rules read as written
+    fields = record.get("fields")
+    message = fields.get("message") if isinstance(fields, dict) else record.get("message", record.get("msg"))
+    if not isinstance(message, str):
+        return None
+    stamp = _text(record, "timestamp", "time", "asctime")
+    level = _text(record, "level", "levelname").upper()
+    span = record.get("span")
+    where = [_text(span, "name") if isinstance(span, dict) else "", _text(record, "target")]
+    if where[1] and record.get("filename") and record.get("line_number"):
+        where.append(f"{record['filename']}:{record['line_number']}")
+    # the prefixes lines.parse peels: a time with its level, or uvicorn's level alone
+    lead = f"{stamp}  {level} " if stamp and level else f"{level}: " if level else f"{stamp} " if stamp else ""
+    first, *rest = message.split("\n")
+    return [lead + "".join(f"{w}: " for w in where if w) + first, *rest]
+
+
+def _text(record: dict, *keys: str) -> str:
+    """The first of these keys whose value is a string."""
+    return next((v for v in map(record.get, keys) if isinstance(v, str)), "")

@@ -116,7 +116,9 @@ class Assembler:
                 return out
             if block is not None:
                 out += self._close(block)
-            level = self._before[2] if not line.level and self._before[:2] == (lineno - 1, origin) else ""
+            # the record just before (or, for one structured record, the same line: its first line)
+            level = self._before[2] if not line.level and self._before[0] in (lineno - 1, lineno) \
+                and self._before[1] == origin else ""
             aliases = {line.origin, line.outer} - {origin, ""}
             self.block = self._blocks[origin] = _Block(origin, lineno, line.text, level, aliases)
             return self._expire(lineno, out)
