@@ -509,6 +509,34 @@ def test_an_nccl_warning_that_says_nothing_failed_names_no_cause():
     assert v.cause == "other" and v.evidence["lineno"] == 4
 
 
+def test_a_cuda_kernel_fault_the_nccl_watchdog_reports_first_is_not_nccls():
+    ima = "CUDA error: an illegal memory access was encountered"
+    v = _failed(f"[rank0]:[E611 01:51:09.940 ProcessGroupNCCL.cpp:1896] [PG ID 2 Rank 0] Process group watchdog "
+                f"thread terminated with exception: {ima}\n"
+                "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+                "Traceback (most recent call last):\n"
+                "  File \"/x/vllm/v1/executor/multiproc_executor.py\", line 522, in worker_busy_loop\n"
+                f"RuntimeError: {ima}\n")
+    assert v.cause == "other" and v.evidence["lineno"] == 1
+
+
+def test_a_device_lost_after_a_kernel_fault_is_its_consequence():
+    v = _failed("Traceback (most recent call last):\n  File \"/x/sglang/srt/managers/scheduler.py\", line 9, in run\n"
+                "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+                "Traceback (most recent call last):\n  File \"/x/sglang/srt/managers/scheduler.py\", line 9, in run\n"
+                "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable\n")
+    assert v.cause == "other" and v.evidence["lineno"] == 3
+
+
+def test_a_compiler_diagnostic_says_why_its_pass_manager_failed():
+    v = _failed("/x/sglang/srt/layers/moe/ep_moe/kernels.py:606:42: error: Unsupported conversion from "
+                "'f8E4M3FN' to 'f16'\n"
+                "Traceback (most recent call last):\n"
+                "  File \"/x/triton/compiler/compiler.py\", line 9, in compile\n"
+                "RuntimeError: PassManager::run failed\n")
+    assert v.cause == "arch_unsupported" and v.evidence["lineno"] == 1
+
+
 def test_a_log_that_ends_on_error_lines_is_evidenced_by_their_first_copy():
     hccl = ("ERROR 10-11 11:32:59 [model_runner_v1.py:3556] EI0006: [PID: {}] 2025-10-11-11:32:29.335.888 "
             "Getting socket times out. Reason: Remote Rank did not send the data in time.")

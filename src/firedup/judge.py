@@ -161,10 +161,11 @@ def _handled_exception(line: str) -> bool:
 
 
 def _weak(s: Signal | None) -> bool:
-    """Whether a signal names no root cause: none, ``other``, or a consequence
-    (a rule that says how a process died, not why: see _failed)."""
+    """Whether a signal names no root cause: no rule does, or a consequence
+    (a rule that says how a process died, not why: see _failed). A rule whose
+    cause is ``other`` names a root that no slug names (a CUDA kernel fault)."""
     rule = s.cause_rule if s is not None else None
-    return rule is None or rule.cause == "other" or rule.consequence
+    return rule is None or rule.consequence
 MAX_BENIGN = 50
 _DIGITS = re.compile(r"\d+")
 # Cause lines further than this before the failure do not explain it.
@@ -666,7 +667,7 @@ class Judge:
             if context is not None and (_score(best) <= 1 or not _weak(context)):
                 rule = context.cause_rule
                 if _score(best) <= 1 or best.kind != "exception" or context.lineno > best.lineno \
-                        or (rule is not None and rule.arose):
+                        or (rule is not None and rule.arose and parse(context.line).level not in _HANDLED_LEVELS):
                     evidence = context
             elif rule is None and best.kind == "exception":
                 # an exception no rule explains, then a line saying the warm-up
@@ -676,7 +677,7 @@ class Judge:
                              and c.cause == "warmup_failed"), None)
         elif best.kind in ("fatal", "last_words") or best.data.get("what"):
             evidence = self._first_copy(best)
-        elif best.kind in ("exception", "fatal") and best.cause_rule is not None and not best.cause_rule.arose:
+        elif best.kind in ("exception", "fatal") and best.cause_rule is not None:
             evidence = self._where_it_arose(best)
         if evidence is best and best.kind == "exception" and best.cause == "compile_error":
             # "Ninja build failed. Ninja output:": the compiler's own error below says what
@@ -725,12 +726,14 @@ class Judge:
 
     def _where_it_arose(self, best: Signal) -> Signal:
         """A root that says only that a library failed ("NCCL error: unhandled
-        system error") gives the evidence to that library's own word where the
-        call failed, the first of them before it (within CONTEXT_LINES, and
-        after the ready line for a crash while serving)."""
+        system error"), or that repeats what such a line said, gives the
+        evidence to that library's own word where the call failed, the first of
+        them before it (within CONTEXT_LINES, after the ready line for a crash
+        while serving, not one logged as a warning)."""
         since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
         return next((c for c in self.causes if since <= c.lineno < best.lineno and c.cause == best.cause
-                     and c.cause_rule is not None and c.cause_rule.arose), best)
+                     and c.cause_rule is not None and c.cause_rule.arose
+                     and parse(c.line).level not in _HANDLED_LEVELS), best)
 
     def _fault_after(self, fault: Signal) -> Signal:
         """A memory fault right after lines naming a root cause (an allocation
