@@ -537,6 +537,22 @@ def test_a_compiler_diagnostic_says_why_its_pass_manager_failed():
     assert v.cause == "arch_unsupported" and v.evidence["lineno"] == 1
 
 
+def test_a_native_crash_whose_stack_is_in_nccls_code_is_nccls():
+    v = _failed("[gpu-50:345:0:4945] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x3)\n"
+                "==== backtrace (tid: 212877) ====\n"
+                " 0 0x0000000000042520 __sigaction()  ???:0\n"
+                " 2 0x0000000000049b8a addProxyOpIfNeeded()  /dvs/p4/build/sw/gpgpu/nccl/gitfusion/stable/src/enqueue.cc:180\n"
+                "Segmentation fault (core dumped)\n")
+    assert v.cause == "nccl" and v.evidence["lineno"] == 1
+
+
+def test_a_native_crash_whose_stack_names_no_known_library_stays_a_segfault():
+    v = _failed("Caught signal 11 (Segmentation fault: address not mapped to object at address 0x3)\n"
+                " 2 0x0000000000049b8a launch_kernel()  /src/csrc/custom_all_reduce.cu:180\n"
+                "Segmentation fault (core dumped)\n")
+    assert v.cause == "segfault" and v.evidence["lineno"] == 1
+
+
 def test_a_log_that_ends_on_error_lines_is_evidenced_by_their_first_copy():
     hccl = ("ERROR 10-11 11:32:59 [model_runner_v1.py:3556] EI0006: [PID: {}] 2025-10-11-11:32:29.335.888 "
             "Getting socket times out. Reason: Remote Rank did not send the data in time.")

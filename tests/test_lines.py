@@ -53,3 +53,8 @@ def test_llamacpps_json_log_and_plain_text_are_not_records():
                      '"msg":"model loaded"}') is None
     assert from_json("{not json}") is None
     assert from_json('{"a": 1}') is None
+
+
+def test_a_logging_format_of_bracketed_fields_is_peeled():
+    line = parse("[2025-03-05 14:28:45,820] [ERROR] [MainThread] [vllm.worker.worker_base] >>> RuntimeError: boom")
+    assert (line.message, line.level) == ("RuntimeError: boom", "ERROR")

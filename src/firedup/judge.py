@@ -94,7 +94,10 @@ is its output: the linker error a "ninja exited with status 1" leaves below
 it). A fatal line that opens a traceback ("Initialization failed. warmup
 error: Traceback ...") gives the evidence to that traceback's exception; an
 exception raised by a kernel build ("Ninja build failed. Ninja output:") to
-the compiler's first error line under it (within BURST_LINES); a root that
+the compiler's first error line under it (within BURST_LINES); a native
+crash (a segfault, glibc's abort) whose stack under it (within BURST_LINES)
+is in a library a rule knows (``stack``: NCCL's own code) takes that rule's
+cause, its own line still the evidence; a root that
 says only that a library failed ("NCCL error: unhandled system error") to
 that library's own word where the call failed, the first before it (a rule
 marked ``arose``: NCCL's WARN line), which also names the cause of an
@@ -118,7 +121,7 @@ from typing import Any
 from ._outcome import Outcome
 from .defaults import GRACE
 from .lines import parse
-from .rules import PHASES
+from .rules import PHASES, Rule
 from .signals import Signal
 from .tracebacks import BARE as _EXCEPTION_LINE
 from .tracebacks import HEADER as _HEADER
@@ -661,6 +664,8 @@ class Judge:
         if best.cause == "segfault" and best.kind == "fatal":
             best = self._fault_after(best)
         rule = best.cause_rule
+        if best.cause == "segfault" and best.kind == "fatal":
+            rule = self._died_in(best) or rule
         evidence = best
         if _weak(best):
             context = self._context_cause(best)
@@ -741,6 +746,14 @@ class Judge:
         their consequence: the first of those lines, within BURST_LINES."""
         burst = [c for c in self.causes if 0 < fault.lineno - c.lineno <= BURST_LINES and not _weak(c)]
         return burst[0] if burst else fault
+
+    def _died_in(self, fault: Signal) -> Rule | None:
+        """The library a native crash died in, when its stack (printed under
+        it, within BURST_LINES: a backtrace, Python's faulthandler) names one
+        a rule knows (NCCL's own code): the crash's cause."""
+        frame = next((c for c in self.causes if 0 < c.lineno - fault.lineno <= BURST_LINES
+                      and c.cause_rule is not None and c.cause_rule.stack), None)
+        return frame.cause_rule if frame is not None else None
 
     def _first_copy(self, best: Signal) -> Signal:
         """The first copy of the message a fatal root (the what() of a C++

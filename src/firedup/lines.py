@@ -33,6 +33,9 @@ _PREFIXES = [
         # (and not a vLLM record's own level: "ERROR 07-11 15:21:48 [x.py:1] ")
         r"(?:\s+(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\s+(?!\d\d-\d\d \d\d:)| )"
     ),
+    # a logging format of bracketed fields: "[2025-03-05 14:28:45,820] [ERROR] [MainThread] [vllm.worker] >>> "
+    re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\] \[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\] "
+               r"(?:\[[^\]\s]*\] )*(?:>+ )?"),
     # SGLang: "[2025-04-09 05:05:13 TP0] ", "[2025-04-09 05:05:13 DP0 TP0 EP0] "
     re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?P<origin>[A-Z]+\d+(?: [A-Z]+\d+)*))?\] "),
     # vLLM / Ray workers: "(APIServer pid=1805) ", "(VllmWorker rank=0 pid=12) "

@@ -76,6 +76,9 @@ class Rule:
     # The line where its cause arose (NCCL's WARN at the call that failed): a root
     # of the same cause after it, which says only that it failed, gives it the evidence.
     arose: bool = False
+    # A frame of a native crash's stack that names the library it died in: the
+    # cause of a segfault or abort just above it.
+    stack: bool = False
     stop_when_ready: bool = False  # a fatal (or benign) line that, once the server is ready, is a stop (a time limit)
     # A ready line that proves the server serves (a request it answered 200),
     # not where it came up: the last ``up`` line before it is the evidence.
@@ -133,8 +136,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         rid = raw.get("id") or f"{name}#{i}"
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
-                              "phase", "format", "start", "before_bind", "consequence", "arose", "stop_when_ready",
-                              "gated", "frame", "examples", "served", "up", "after"}
+                              "phase", "format", "start", "before_bind", "consequence", "arose", "stack",
+                              "stop_when_ready", "gated", "frame", "examples", "served", "up", "after"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -170,6 +173,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             remedy=raw.get("remedy", "").strip(), phase=phase, format=fmt,
             start=bool(raw.get("start", False)), before_bind=bool(raw.get("before_bind", False)),
             consequence=bool(raw.get("consequence", False)), arose=bool(raw.get("arose", False)),
+            stack=bool(raw.get("stack", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
             served=bool(raw.get("served", False)), up=bool(raw.get("up", False)), after=after,
             gated=bool(raw.get("gated", True)),
