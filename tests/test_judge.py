@@ -343,6 +343,16 @@ def test_shutdown_lines_after_an_exception_do_not_disarm_it():
     assert v.outcome == "failed" and v.evidence["line"].startswith("ValueError")
 
 
+def test_a_native_crash_watched_live_waits_for_its_stack():
+    run = Run(quiet=2.0, stall=60, settle=0.5)
+    assert run.log(VLLM_START + "Caught signal 11 (Segmentation fault: address not mapped to object at address 0x3)\n",
+                   at=1) is None  # its stack is still to come
+    run.log(" 1 0x00000000000494f4 uploadProxyOps()  /dvs/p4/build/sw/gpgpu/nccl/gitfusion/stable/src/enqueue.cc:1131\n",
+            at=1.2)
+    v = run.judge.decide(2)
+    assert v.outcome == "failed" and v.cause == "nccl" and v.evidence["lineno"] == 2
+
+
 def test_a_stall_window_with_an_exception_pending_is_failed_not_stalled():
     run = Run(quiet=2.0, stall=5)
     run.log(VLLM_START + "Traceback (most recent call last):\n  File \"x\", line 1\nValueError: bad\n"

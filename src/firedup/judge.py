@@ -583,8 +583,10 @@ class Judge:
         return min(times) if times else None
 
     def _cause_named(self) -> bool:
-        # a wrapper quoting the cause waits, like a line naming none, for the error it quotes
-        return any(_score(c) >= 3 and _score(c) != WRAPPER for c in self.candidates or self.after_ready)
+        # a wrapper quoting the cause waits, like a line naming none, for the error it quotes;
+        # a native crash, for its stack (which may name the library it died in)
+        return any(_score(c) >= 3 and _score(c) != WRAPPER and c.cause != "segfault"
+                   for c in self.candidates or self.after_ready)
 
     def _settles(self, ready: Signal) -> bool:
         return ready.rule is not None and ready.rule.before_bind
