@@ -54,6 +54,25 @@ def test_ready_looking_line_then_bind_failure_is_failed():
     assert v.outcome == "failed" and v.cause == "port_in_use" and v.phase == "serving"
 
 
+def test_a_log_ending_as_its_http_server_starts_is_ready_unless_the_process_exited():
+    # a logging config that sends uvicorn's lines to another file: the engine is
+    # up, the API server starts and lists its routes, and the log ends there
+    up = ("(APIServer pid=1) INFO 11-17 14:44:11 [api_server.py:1912] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+          "(APIServer pid=1) INFO 11-17 14:44:11 [launcher.py:34] Available routes are:\n"
+          "(APIServer pid=1) INFO 11-17 14:44:11 [launcher.py:42] Route: /metrics, Methods: GET\n")
+    run = Run()
+    run.log(VLLM_START + up)
+    v = run.finish()
+    assert v.outcome == "ready" and "Starting vLLM API server" in v.evidence["line"]
+    assert v.notes and "no ready line of its own" in v.notes[0]
+    run = Run()
+    run.log(VLLM_START + up, at=1)
+    assert run.exit(0, at=2).outcome != "ready"
+    run = Run()
+    run.log(VLLM_START + up + "INFO 11-17 14:44:12 [config.py:1] Loading weights took 3 s\n")
+    assert run.finish().outcome == "incomplete"  # start-up lines after it: it was not the end of the start
+
+
 def test_llamacpp_listening_before_model_load_is_not_ready():
     run = Run()
     run.log("main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 7\n"
@@ -435,6 +454,22 @@ def test_a_lookup_a_handler_caught_gives_way_to_the_error_it_raised(chain, evide
         "Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n"
         "ValueError: Can't patch loop of type <class 'uvloop.Loop'>\n")
     assert v.cause == "other" and v.evidence["line"].startswith(evidence)
+
+
+def test_torchscripts_wrapper_gives_way_to_the_exception_its_message_ends_in():
+    # TorchScript's own tracebacks inside the message: source lines at any indent
+    v = _failed(
+        "Traceback (most recent call last):\n  File \"module.py\", line 1786, in _call_impl\n"
+        "    return forward_call(*args, **kwargs)\n"
+        "RuntimeError: The following operation failed in the TorchScript interpreter.\n"
+        "Traceback of TorchScript, serialized code (most recent call last):\n"
+        "  File \"code/__torch__/spmd.py\", line 17, in forward\n    return (nxd_model).forward(_0, )\n"
+        "class NxDModel(Module):\n  __parameters__ = []\n\n"
+        "Traceback of TorchScript, original code (most recent call last):\n"
+        "  File \"/x/neuronx_distributed/trace/spmd.py\", line 32, in forward\n"
+        "            output = self.models[bucket_idx].forward(inputs)\n"
+        "RuntimeError: Failed to execute the model status=1006 message=Execution Out-Of-Bounds Memory Access\n")
+    assert v.evidence["line"].startswith("RuntimeError: Failed to execute the model") and v.evidence["lineno"] == 14
 
 
 def test_an_exception_the_server_logged_as_a_warning_names_no_later_failure_cause():

@@ -58,3 +58,12 @@ def test_llamacpps_json_log_and_plain_text_are_not_records():
 def test_a_logging_format_of_bracketed_fields_is_peeled():
     line = parse("[2025-03-05 14:28:45,820] [ERROR] [MainThread] [vllm.worker.worker_base] >>> RuntimeError: boom")
     assert (line.message, line.level) == ("RuntimeError: boom", "ERROR")
+
+
+def test_a_relaying_loggers_format_is_peeled_and_the_servers_own_level_kept():
+    # "%(asctime)s - %(levelname)s - %(name)s: ", a launcher relaying vLLM's lines at INFO
+    line = parse("2024-07-13 15:07:34,932 - INFO - vLLM: ERROR 07-13 15:07:34 async_llm_engine.py:53]   "
+                 'File "/x/async_llm_engine.py", line 589, in run_engine_loop')
+    assert line.message == '  File "/x/async_llm_engine.py", line 589, in run_engine_loop'
+    assert line.level == "ERROR" and line.origin == "vLLM"
+    assert parse("2024-07-13 15:07:34,932 - INFO - vLLM: Traceback (most recent call last):").level == ""

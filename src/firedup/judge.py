@@ -54,7 +54,9 @@ exception lines, tracebacks cut short), in log order, the root is
    the cause, later in the chain;
 3. else the first error message: an exception naming no cause (not a lookup
    that missed, a KeyError, a StopIteration, when a handler caught it and
-   raised another: that one says what failed), or a line
+   raised another: that one says what failed; nor TorchScript's "operation failed
+   in the TorchScript interpreter", whose message ends in the exception it
+   wraps), or a line
    naming a consequence (an abort, ``segfault``: how C++ ends on an uncaught
    error, ``terminate called ...`` after a Python or NCCL error; a memory
    fault, "Segmentation fault", is a root of its own, unless lines naming a
@@ -256,8 +258,11 @@ def _score(s: Signal) -> float:
         # a wrapper that quotes the cause ("Failed to initialize executor on
         # rank 0: CUDA out of memory ...") comes after the error it quotes
         return WRAPPER if s.kind == "fatal" and s.rule is not None and s.rule.consequence else 4
-    if s.kind == "exception" and s.data.get("caught") and _LOOKUP_MISS.match(s.data.get("message", "")):
-        return 1.5  # what a handler caught, then raised the error that says what failed
+    if s.kind == "exception" and (s.data.get("wraps") or s.data.get("caught")
+                                  and _LOOKUP_MISS.match(s.data.get("message", ""))):
+        # what a handler caught, then raised the error that says what failed; a
+        # wrapper whose message ends in the exception that says it (TorchScript's)
+        return 1.5
     if s.kind == "exception" or s.cause:
         return 2
     if s.kind == "fatal":
@@ -614,12 +619,27 @@ class Judge:
             return self._failed(now)
         if self.ready is not None:
             return self._verdict("ready", now, self._evidence_of(self._ready_line()))
+        if self._ended_up():
+            return self._verdict("ready", now, self._evidence_of(self.up))
         if self.stopped is not None:
             return self._verdict("incomplete", now, self._evidence_of(self._before_stop()),
                                  explanation=STOPPED_EXPLANATION, remedy=INCOMPLETE_REMEDY)
         where = self._where_it_got()
         return self._verdict("incomplete", now, where, explanation=INCOMPLETE_EXPLANATION if where else
                              EMPTY_EXPLANATION, remedy=INCOMPLETE_REMEDY)
+
+    def _ended_up(self) -> bool:
+        """Whether a log with no ready line ends with its HTTP server starting
+        after the engine was up (vLLM's "Starting vLLM API server" and its routes)
+        and nothing after: a logging config that sends uvicorn's own lines to
+        another file leaves exactly this. Not for a process that exited, nor on
+        uvicorn's own word of a log whose family is unknown (SGLang's warm-up
+        comes after it)."""
+        return self.ready is None and self.stopped is None and self.exit_code is None \
+            and self.up is not None and self.up.rule is not None and self.up.rule.family != "generic" \
+            and self.phase == "http" \
+            and self.last_startup is not None and self.last_startup.lineno >= self.up.lineno \
+            and self.last_startup.rule is not None and self.last_startup.rule.phase == "http"
 
     def _ready_line(self) -> Signal:
         """The ready verdict's evidence: the ready line, or for a ready proven
@@ -859,6 +879,9 @@ class Judge:
             took += [f"{now - self.ready_at:.0f} s"] if now > self.ready_at else []
             return [f"the server was ready (at {where}) {' and '.join(took) or 'just'} before it failed: "
                     "a crash while serving, not at start-up"]
+        if outcome == "ready" and self.ready is None:
+            return ["the log ends as the HTTP server started, with no ready line of its own (a logging config "
+                    "may send uvicorn's lines elsewhere): check the health endpoint"]
         if outcome == "ready" and self.owner == "unknown":
             return ["the health endpoint answered, but whose port it is could not be checked "
                     "(another host, network namespace or container): the listening socket is not in this "

@@ -50,6 +50,9 @@ _PREFIXES = [
     # Python logging's default format: "INFO:tgi-server:", "WARNING:root:". Its level is
     # not taken: a wrapper relaying a server's lines logs every one of them at INFO
     re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<origin>[\w.-]+):"),
+    # a logging format "%(asctime)s - %(levelname)s - %(name)s: " relaying a server's lines
+    # (after its timestamp): "- INFO - vLLM: ERROR 07-13 ...". Its level is not taken, as above
+    re.compile(r"- (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?P<origin>[\w.-]+): "),
     # uvicorn: "INFO:     "
     re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"),
     # llama.cpp log format: "0.03.017.828 I "

@@ -10,6 +10,9 @@ off before its exception line yields a ``traceback`` signal for its header.
 An exception line outside any block (a log window that starts after the
 frames) yields a bare ``exception`` signal, and so does the ``what():`` line
 under which C++ prints an uncaught exception's message (``data["what"]``).
+TorchScript's exception carries its own tracebacks in its message and ends
+in the exception it wraps: both are exceptions of the block, the wrapper
+marked ``data["wraps"]``.
 """
 
 from __future__ import annotations
@@ -48,13 +51,18 @@ BARE = re.compile(r"(?!Error:)(?:[A-Za-z_]\w*\.)*[A-Za-z_]*(?:Error|Exception)(?
 WHAT = re.compile(r"\s*what\(\):\s+\S")
 PREFILTER = (r"Traceback \(most recent call last\)", r"(?:Error|Exception)(?::\s|\s*$)", r"what\(\):\s",
              r"\bWARN(?:ING)?\b.{0,300}(?:[Cc]ould not|[Cc]ouldn't|[Cc]annot|[Uu]nable|[Ff]ail)")
+# TorchScript's exception: "RuntimeError: The following operation failed in the
+# TorchScript interpreter." goes on with TorchScript's own tracebacks (source
+# lines at any indent among them), then the exception it wraps: the cause.
+_INTERPRETER = "failed in the TorchScript interpreter"
+_TORCHSCRIPT = "Traceback of TorchScript"
 # A block whose origin has written nothing for this many lines is closed.
 _MAX_SILENCE = 200
 
 
 class _Block:
     __slots__ = ("origin", "aliases", "lineno", "text", "level", "exceptions", "details", "frames", "frame", "state",
-                 "last", "before", "caught", "statement", "statements")
+                 "last", "before", "caught", "wrappers", "statement", "statements")
 
     def __init__(self, origin: str, lineno: int, text: str, level: str = "", aliases: set[str] | None = None):
         self.origin = origin
@@ -72,7 +80,8 @@ class _Block:
         self.statement = ""  # the source line under it ("assert x % tp_size == 0")
         self.statements: dict[int, str] = {}  # each exception's innermost statement
         self.caught: set[int] = set()  # exceptions a handler caught and then raised another in ("During handling")
-        self.state = "frames"  # frames → exception → (chain → frames …)
+        self.wrappers: set[int] = set()  # exceptions whose message ends in the exception they wrap (TorchScript's)
+        self.state = "frames"  # frames → exception → (chain → frames …); torchscript → exception
         self.last = lineno
         self.before: tuple[int, str] | None = None  # the line before the header, for the reader to fill in
 
@@ -140,6 +149,23 @@ class Assembler:
                     block.statements[lineno] = block.statement
                     block.state = "exception"
                     return out
+            elif block.state == "torchscript":
+                # TorchScript's own traceback, until the exception it wraps
+                if BARE.match(msg):
+                    block.exceptions.append((lineno, line))
+                    block.frames[lineno] = block.frame
+                    block.state = "exception"
+                else:
+                    self.absorbed = True
+                    if _FRAME.match(msg):
+                        block.frame = msg.lstrip()
+                return out
+            elif block.state == "exception" and msg.startswith(_TORCHSCRIPT) and block.exceptions \
+                    and _INTERPRETER in block.exceptions[-1][1].message:
+                block.wrappers.add(block.exceptions[-1][0])
+                block.state = "torchscript"
+                self.absorbed = True
+                return out
             elif chain := CHAIN.match(msg):
                 if chain.group(0).startswith("During handling") and block.exceptions:
                     block.caught.add(block.exceptions[-1][0])
@@ -192,6 +218,7 @@ class Assembler:
             Signal("exception", lineno, line.text, origin=line.origin,
                    data={"message": line.message, "chain": i, "traceback": block.lineno,
                    "level": line.level or block.level, "caught": lineno in block.caught,
+                         "wraps": lineno in block.wrappers,
                          "header": block.text, "details": block.details.get(lineno, []),
                    "frame": block.frames.get(lineno, ""), "statement": block.statements.get(lineno, "")})
             for i, (lineno, line) in enumerate(block.exceptions)
