@@ -65,6 +65,12 @@ def test_a_log_ending_as_its_http_server_starts_is_ready_unless_the_process_exit
     v = run.finish()
     assert v.outcome == "ready" and "Starting vLLM API server" in v.evidence["line"]
     assert v.notes and "no ready line of its own" in v.notes[0]
+    run = Run(stall=60)  # watched live, no probe: silent after it, it reads the same
+    run.log(VLLM_START + up, at=1)
+    assert run.judge.decide(30) is None and run.judge.decide(62).outcome == "ready"
+    run = Run(stall=60, confirm=5)  # a probe that never got an answer: not up after all
+    run.log(VLLM_START + up, at=1)
+    assert run.judge.decide(62).outcome == "stalled"
     run = Run()
     run.log(VLLM_START + up, at=1)
     assert run.exit(0, at=2).outcome != "ready"

@@ -569,6 +569,9 @@ class Judge:
                 return self._failed(now)  # silent since the error lines it ends on
             if self.stopped is not None and self.ready is None:
                 return self._verdict("stalled", now, self._evidence_of(self._before_stop()))
+            if self._ended_up() and self.confirm is None:
+                # silent once its API server started, and no probe to ask: up, as a finished log reads
+                return self._verdict("ready", now, self._evidence_of(self.up))
             return self._verdict("stalled", now, self._where_it_got())
         return None
 
@@ -632,7 +635,8 @@ class Judge:
         """Whether a log with no ready line ends with its HTTP server starting
         after the engine was up (vLLM's "Starting vLLM API server" and its routes)
         and nothing after: a logging config that sends uvicorn's own lines to
-        another file leaves exactly this. Not for a process that exited, nor on
+        another file leaves exactly this (watched live with no probe: silent
+        after it for the stall window). Not for a process that exited, nor on
         uvicorn's own word of a log whose family is unknown (SGLang's warm-up
         comes after it)."""
         return self.ready is None and self.stopped is None and self.exit_code is None \
