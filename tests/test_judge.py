@@ -478,6 +478,21 @@ def test_torchscripts_wrapper_gives_way_to_the_exception_its_message_ends_in():
     assert v.evidence["line"].startswith("RuntimeError: Failed to execute the model") and v.evidence["lineno"] == 14
 
 
+@pytest.mark.parametrize("warning,cause,lineno", [
+    # the library that registers the namespace's ops did not load: why the op is missing
+    ("WARNING 09-18 10:33:14 [camem.py:64] Failed to import vllm_ascend_C:libvllm_ascend_kernels.so: cannot open "
+     "shared object file: No such file or directory. Sleep mode will be disabled.", "missing_shared_lib", 1),
+    # another library's: the op is missing from this build
+    ("UserWarning: Warning: Cannot load xpu CCL. CCL doesn't work for XPU device due to libccl.so: cannot open "
+     "shared object file: No such file or directory", "arch_unsupported", 4),
+])
+def test_a_kernel_op_missing_from_its_namespace_is_explained_only_by_its_own_library(warning, cause, lineno):
+    v = _failed(
+        f"{warning}\nTraceback (most recent call last):\n  File \"torch/_ops.py\", line 1, in __getattr__\n"
+        "AttributeError: '_OpNamespace' '_C_ascend' object has no attribute 'weak_ref_tensor'\n", server="vllm")
+    assert (v.cause, v.evidence["lineno"]) == (cause, lineno)
+
+
 def test_an_exception_the_server_logged_as_a_warning_names_no_later_failure_cause():
     warn = "(EngineCore pid=1) WARNING 06-11 01:28:03 [import_utils.py:408] "
     error = "(EngineCore pid=1) ERROR 06-11 01:28:58 [core.py:1199] "

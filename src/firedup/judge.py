@@ -62,6 +62,8 @@ exception lines, tracebacks cut short), in log order, the root is
    fault, "Segmentation fault", is a root of its own, unless lines naming a
    root cause come just before it (within BURST_LINES: ggml going on with a
    buffer it failed to allocate), the first of them then the root;
+   a kernel op missing from its namespace, when a line above names that
+   namespace's library failing to load: that line, root and evidence;
    ``worker_died``: a process reporting another's death, often after that
    process's own traceback; ``warmup_failed`` and SGLang's "Capture cuda
    graph failed": where start-up failed, not why; ``other``); a
@@ -175,6 +177,7 @@ MAX_BENIGN = 50
 _DIGITS = re.compile(r"\d+")
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
+_TOKEN = re.compile(r"[\W_]+")
 # The score of a fatal wrapper that quotes the cause ("Failed to initialize
 # executor on rank 0: CUDA out of memory ..."): below the exception it quotes.
 WRAPPER = 3.5
@@ -698,6 +701,7 @@ class Judge:
             if context is not None and (_score(best) <= 1 or not _weak(context)):
                 rule = context.cause_rule
                 if _score(best) <= 1 or best.kind != "exception" or context.lineno > best.lineno \
+                        or self._library_of(best) \
                         or (rule is not None and rule.arose and parse(context.line).level not in _HANDLED_LEVELS):
                     evidence = context
             elif rule is None and best.kind == "exception":
@@ -801,6 +805,17 @@ class Judge:
                 found = c
         return found
 
+    @staticmethod
+    def _library_of(best: Signal) -> set[str]:
+        """The library a consequence names (a rule's ``library`` group: the op
+        namespace a kernel is missing from), as its name's words: only a line
+        naming it explains it ("_C_ascend" by "vllm_ascend_C: libvllm_ascend_kernels.so")."""
+        rule = best.cause_rule
+        if rule is None or not rule.consequence or "library" not in rule.pattern.groupindex:
+            return set()
+        m = rule.pattern.search(best.line)
+        return set(_TOKEN.split(m.group("library"))) - {""} if m else set()
+
     def _context_cause(self, best: Signal) -> Signal | None:
         """The cause line nearest before the root (else the first after it),
         one naming a root cause first; of lines naming that cause just before
@@ -813,6 +828,9 @@ class Judge:
                   if not _handled_exception(c.line)
                   and not (c.cause == "missing_module" and (parse(c.line).level in _HANDLED_LEVELS
                                                             or best.lineno - c.lineno > BURST_LINES))]
+        library = self._library_of(best)
+        if library:
+            causes = [c for c in causes if library <= set(_TOKEN.split(c.line))]
         before = [c for c in causes if since <= c.lineno <= best.lineno]
         after = [c for c in causes if c.lineno > best.lineno]
         near = [*reversed(before), *after]
