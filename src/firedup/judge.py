@@ -823,14 +823,14 @@ class Judge:
         # a line the start-up went on after did not stop it: it explains no crash while serving
         since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
         # an exception the server logged as a warning and went on after explains nothing
-        # (an optional import, a probe); nor does a missing module far above the failure
+        # (an optional import, a probe); nor does a missing module far above the failure;
+        # a consequence naming a library is explained only by a line naming it
+        library = self._library_of(best)
         causes = [c for c in self.causes
                   if not _handled_exception(c.line)
-                  and not (c.cause == "missing_module" and (parse(c.line).level in _HANDLED_LEVELS
-                                                            or best.lineno - c.lineno > BURST_LINES))]
-        library = self._library_of(best)
-        if library:
-            causes = [c for c in causes if library <= set(_TOKEN.split(c.line))]
+                  and (library <= set(_TOKEN.split(c.line)) if library else
+                       not (c.cause == "missing_module" and (parse(c.line).level in _HANDLED_LEVELS
+                                                             or best.lineno - c.lineno > BURST_LINES)))]
         before = [c for c in causes if since <= c.lineno <= best.lineno]
         after = [c for c in causes if c.lineno > best.lineno]
         near = [*reversed(before), *after]
