@@ -1066,3 +1066,11 @@ def test_a_crash_read_while_another_workers_traceback_is_open_is_judged_with_it(
                 "remote process exited or there was a network error\n"
                 "(RayWorkerWrapper pid=9821) Fatal Python error: Segmentation fault\n", at=1)
     assert (v.outcome, v.cause, v.evidence["line"]) == ("failed", "nccl", first)
+
+
+@pytest.mark.parametrize("tid", ["140147414781952", "0x1fd44a080"])  # Linux, macOS
+def test_a_llamacpp_window_in_its_2024_text_format_names_the_family_and_its_ready_line(tid):
+    v = _diagnosed(f'INFO [                    main] model loaded | tid="{tid}" timestamp=1751293931\n'
+                   f'INFO [                    main] HTTP server listening | tid="{tid}" timestamp=1751293931 '
+                   'n_threads_http="31" port="8080" hostname="127.0.0.1"\n')
+    assert (v.server, v.outcome) == ("llamacpp", "ready") and v.evidence["lineno"] == 2

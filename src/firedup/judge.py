@@ -261,8 +261,8 @@ def _score(s: Signal) -> float:
         # a wrapper that quotes the cause ("Failed to initialize executor on
         # rank 0: CUDA out of memory ...") comes after the error it quotes
         return WRAPPER if s.kind == "fatal" and s.rule is not None and s.rule.consequence else 4
-    if s.kind == "exception" and (s.data.get("wraps") or s.data.get("caught")
-                                  and _LOOKUP_MISS.match(s.data.get("message", ""))):
+    if s.kind == "exception" and (s.data.get("wraps") or (s.data.get("caught")
+                                                          and _LOOKUP_MISS.match(s.data.get("message", "")))):
         # what a handler caught, then raised the error that says what failed; a
         # wrapper whose message ends in the exception that says it (TorchScript's)
         return 1.5
