@@ -235,3 +235,25 @@ def test_a_graph_capture_that_failed_on_something_else_than_memory_is_not_an_oom
     assert verdict.cause == "other"
     oom = "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB."
     assert diagnose(io.BytesIO((SGLANG + tb(oom, "[2025-03-12 10:00:00 TP0] ")).encode())).cause == "cuda_oom"
+
+
+def test_a_device_error_block_before_torch_npus_inner_error_is_its_evidence():
+    """torch_npu's exception says only that the error "is reported as above":
+    CANN's block printed before it names what failed."""
+    fault = "[Error]: The aicore execution times out."
+    log = (VLLM + "[rank0]:[E1229 13:22:33.992084477 compiler_depend.ts:444] operator():build/CMakeFiles/torch_npu.dir/"
+           "compiler_depend.ts:34 NPU function error: call aclnnRmsNorm failed, error code is 507014\n"
+           + fault + "\n        Rectify the fault based on the error information in the ascend log.\n"
+           + tb("RuntimeError: The Inner error is reported as above. The process exits for this inner error, and the "
+                "current working operator name is aclnnRmsNorm.", "(Worker_TP0 pid=359) ERROR 12-29 13:22:33 "
+                "[multiproc_executor.py:824] "))
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert verdict.evidence["line"] == fault and "NPU kernel" in verdict.explanation
+
+
+def test_llama_cpps_refused_argument_is_read_before_any_banner():
+    """llama-server refuses a flag before it prints its build or loads anything."""
+    log = ("warning: no usable GPU found, --gpu-layers option will be ignored\n"
+           'error while handling argument "--spec-type": unknown speculative decoding type without draft model\n'
+           "\nusage:\n")
+    assert diagnose(io.BytesIO(log.encode())).cause == "bad_argument"

@@ -67,3 +67,12 @@ def test_a_relaying_loggers_format_is_peeled_and_the_servers_own_level_kept():
     assert line.message == '  File "/x/async_llm_engine.py", line 589, in run_engine_loop'
     assert line.level == "ERROR" and line.origin == "vLLM"
     assert parse("2024-07-13 15:07:34,932 - INFO - vLLM: Traceback (most recent call last):").level == ""
+
+
+def test_llama_cpps_2024_log_file_prefix_is_peeled():
+    # llama.log (and llamafile's): a unix time, then the source file, its line and the function
+    line = parse("[1714488619] [llama.cpp/llava/clip.cpp:  143][             get_key_idx] "
+                 "key clip.vision.mm_patch_merge_type not found in file")
+    assert line.message == "key clip.vision.mm_patch_merge_type not found in file"
+    assert parse("[1714488620] llama server listening at http://127.0.0.1:8080").message \
+        == "llama server listening at http://127.0.0.1:8080"

@@ -57,6 +57,9 @@ _PREFIXES = [
     re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"),
     # llama.cpp log format: "0.03.017.828 I "
     re.compile(r"\d+\.\d\d\.\d\d\d\.\d\d\d (?P<level>[DIWE]) "),
+    # llama.cpp's 2023-2024 log file (llama.log, llamafile): a unix time, then the
+    # source file, line and function: "[1714488619] [llama.cpp/llava/clip.cpp:  903][  clip_model_load] "
+    re.compile(r"\[\d{9,11}\] (?:\[ *[^\]\s]+: *\d+\]\[ *\w+\] )?"),
     # glog (Triton): "E0306 16:40:07.708802 117 backend_model.cc:691] "
     re.compile(r"(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] "),
     # TensorRT-LLM: "[TensorRT-LLM][INFO] ", "[TRT-LLM] [I] ", after its "[06/02/2026-03:50:10] "
