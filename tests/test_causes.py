@@ -257,3 +257,15 @@ def test_llama_cpps_refused_argument_is_read_before_any_banner():
            'error while handling argument "--spec-type": unknown speculative decoding type without draft model\n'
            "\nusage:\n")
     assert diagnose(io.BytesIO(log.encode())).cause == "bad_argument"
+
+
+def test_a_terse_abort_after_llama_cpps_output_parser_failed_is_the_parse_error():
+    """The abort's what() says only "JSON": the parser's own line says what failed."""
+    parse_error = ("Failed to parse up to error: [json.exception.parse_error.101] parse error at line 5, column 191: "
+                   "syntax error while parsing value - invalid string: forbidden character after backslash; last read: "
+                   "'\"#include': <<<")
+    log = ("llama_model_loader: loaded meta data with 35 key-value pairs and 579 tensors from qwen3.gguf\n"
+           "main: server is listening on http://127.0.0.1:8080 - starting the main loop\n" + parse_error + "\nPartial parse: JSON\nterminate called after throwing an instance of 'std::runtime_error'\n"
+           "  what():  JSON\nAborted (core dumped)\n")
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert verdict.outcome == "failed" and verdict.evidence["line"] == parse_error
