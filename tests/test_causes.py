@@ -269,3 +269,19 @@ def test_a_terse_abort_after_llama_cpps_output_parser_failed_is_the_parse_error(
            "  what():  JSON\nAborted (core dumped)\n")
     verdict = diagnose(io.BytesIO(log.encode()))
     assert verdict.outcome == "failed" and verdict.evidence["line"] == parse_error
+
+
+@pytest.mark.parametrize(("code", "words", "cause"), [
+    (207001, "Failed to apply for memory.", "cuda_oom"),
+    (207004, "The device is unavailable.", "gpu_unavailable"),
+    (507015, "The aicore execution is abnormal.", "other"),
+])
+def test_torch_npus_words_for_its_error_code_name_the_cause(code, words, cause):
+    """torch_npu's exception gives only the runtime's code; its "[Error]:" line under it says what the code means."""
+    prefix = "(EngineCore_DP0 pid=3132) ERROR 10-15 16:32:16 [core.py:708] "
+    log = VLLM + tb("RuntimeError: npuSynchronizeDevice:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:508 NPU "
+                    f"function error: AclrtSynchronizeDeviceWithTimeout, error code is {code}", prefix) \
+        + prefix + "[ERROR] 2025-10-15-16:32:16 (PID:3132, Device:0, RankID:-1) ERR00100 PTA call acl api failed\n" \
+        + prefix + f"[Error]: {words}\n"
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert (verdict.cause, verdict.evidence["line"]) == (cause, prefix + f"[Error]: {words}")
