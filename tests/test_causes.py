@@ -285,3 +285,13 @@ def test_torch_npus_words_for_its_error_code_name_the_cause(code, words, cause):
         + prefix + f"[Error]: {words}\n"
     verdict = diagnose(io.BytesIO(log.encode()))
     assert (verdict.cause, verdict.evidence["line"]) == (cause, prefix + f"[Error]: {words}")
+
+
+def test_an_nccl_watchdog_quoting_a_gpu_hardware_error_is_the_hardware():
+    ecc = ("[rank1]:[E129 08:52:51.685329145 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 3 Rank 1] Process group "
+           "watchdog thread terminated with exception: CUDA error: uncorrectable ECC error encountered")
+    log = (SGLANG + ecc + "\nterminate called after throwing an instance of 'c10::DistBackendError'\n"
+           "  what():  [PG ID 2 PG GUID 3 Rank 1] Process group watchdog thread terminated with exception: "
+           "CUDA error: uncorrectable ECC error encountered\nFatal Python error: Aborted\n")
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert (verdict.cause, verdict.evidence["line"]) == ("other", ecc) and "ECC" in verdict.explanation

@@ -981,7 +981,7 @@ def test_a_child_ended_by_a_signal_long_after_ready_is_a_stop():
 # -- last words: a log that ends on error lines no rule knows -----------------
 
 LLAMA_LOADING = "llama_model_loader: loaded meta data with 30 key-value pairs and 291 tensors from /m.gguf\n"
-UNKNOWN_ERROR = "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!\n"
+UNKNOWN_ERROR = "hsa api call failure at: /src/ROCR-Runtime/src/core/runtime/amd_gpu_agent.cpp:1300\n"
 
 
 def test_a_finished_log_that_ends_on_an_unknown_error_failed_of_it():
