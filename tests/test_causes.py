@@ -295,3 +295,19 @@ def test_an_nccl_watchdog_quoting_a_gpu_hardware_error_is_the_hardware():
            "CUDA error: uncorrectable ECC error encountered\nFatal Python error: Aborted\n")
     verdict = diagnose(io.BytesIO(log.encode()))
     assert (verdict.cause, verdict.evidence["line"]) == ("other", ecc) and "ECC" in verdict.explanation
+
+
+def test_a_restart_after_a_failure_is_read_from_vllms_2026_banner():
+    """systemd restarting vLLM 0.15+ (no "vLLM API server version" line, its banner instead):
+    the second start is read afresh, and the first one's failure is listed as not deciding it."""
+    banner = "(APIServer pid={}) INFO 02-22 06:34:50 [utils.py:325]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.15.1\n"
+    failure = tb("ValueError: To serve at least one request with the models's max seq len (16384), (3.0 GiB KV cache "
+                 "is needed, which is larger than the available KV cache memory (1.87 GiB).",
+                 "(EngineCore_DP0 pid=2827) ERROR 02-22 06:35:27 [core.py:946] ")
+    ready = "(APIServer pid=3285) INFO:     Application startup complete.\n"
+    verdict = diagnose(io.BytesIO((banner.format(1633) + failure + banner.format(3285) + ready).encode()))
+    assert (verdict.outcome, verdict.evidence["line"]) == ("ready", ready.strip())
+    # the sibling services of a docker compose tail, before vLLM's banner, are not its ready line
+    sibling = "asr-1  | INFO:     Application startup complete.\n"
+    verdict = diagnose(io.BytesIO((sibling + "voxtral-1  | " + banner.format(1)).encode()))
+    assert verdict.outcome != "ready"
