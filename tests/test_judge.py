@@ -634,6 +634,20 @@ def test_a_message_several_ranks_repeat_is_evidenced_by_its_first_copy():
     assert v.cause == "cuda_oom" and v.evidence["lineno"] == 1
 
 
+def test_output_glued_together_gives_way_to_the_whole_copy_after_it():
+    """Threads that printed an assert at once leave one line holding several
+    copies; a progress bar with no line end leaves its bar in front of the
+    error: the next line holding the message alone is the root. A copy behind
+    another process's prefix (Ray's) is a copy, not glued output."""
+    site = "/src/ik_llama.cpp/ggml/src/./iqk/fa/iqk_fa_templates.h:1146: "
+    clean = site + "GGML_ASSERT(fms.S[j] > 0) failed"
+    v = _failed(site + clean + site + clean + "\n" + clean + "\n" + clean + "\nAborted (core dumped)\n", server="llamacpp")
+    assert v.evidence == {"line": clean, "lineno": 2}
+    zero = "ERROR 12-17 09:40:09 worker_base.py:467] ZeroDivisionError: integer division or modulo by zero"
+    v = _failed(f"(RayWorkerWrapper pid=148818, ip=10.164.0.37) {zero}\n{zero}\n", server="vllm")
+    assert v.evidence["lineno"] == 1
+
+
 def test_a_cpp_abort_after_a_python_error_is_that_error():
     v = _failed("RuntimeError: CUDA error: device-side assert triggered\n"
                 "terminate called after throwing an instance of 'c10::Error'\n"

@@ -84,7 +84,8 @@ exception lines, tracebacks cut short), in log order, the root is
    on (the engine's last words: "Native API failed ...", "Floating point
    exception"): the first of them, ``other`` unless a cause rule reads it.
 "First" makes the first copy of a message repeated by several ranks the
-evidence, and the root of a chain of exceptions (``raise ... from``) its
+evidence (a line holding a later line whole and more, output glued together,
+gives way to that later line), and the root of a chain of exceptions (``raise ... from``) its
 first; a fatal root naming a cause that repeats a message logged just before
 it (within BURST_LINES) gives way to that first copy. When the root names no
 root cause, the nearest cause line before it (within CONTEXT_LINES, and after
@@ -159,6 +160,12 @@ def _tail(line: str, pattern: re.Pattern) -> str | None:
         if m is not None:
             return _DIGITS.sub("0", text[m.start():]).strip()
     return None
+
+
+def _glued_in(message: str, line: str) -> bool:
+    """Whether a message is part of a longer one (in the messages, log prefixes
+    off: the same message behind another process's prefix is a copy)."""
+    return message.strip() in line and message.strip() != line.strip()
 
 
 def _handled_exception(line: str) -> bool:
@@ -689,7 +696,7 @@ class Judge:
         # closes, after lines other processes wrote below it
         candidates = sorted(candidates, key=lambda s: s.lineno)
         best = max(candidates, key=_score)  # max keeps the first of equals: the root
-        best = self._thrown(best, candidates)
+        best = self._unglued(self._thrown(best, candidates), candidates)
         if best.cause == "segfault" and best.kind == "fatal":
             best = self._fault_after(best)
         rule = best.cause_rule
@@ -804,6 +811,16 @@ class Judge:
             if c.cause_rule is rule and _tail(c.line, rule.pattern) == tail:
                 found = c
         return found
+
+    @staticmethod
+    def _unglued(best: Signal, candidates: list[Signal]) -> Signal:
+        """A fatal line holding a whole later line the same rule reads (within
+        BURST_LINES), and more than a log prefix around it, is output glued
+        together (ggml's assert from threads that printed at once, a progress
+        bar with no line end before it): that later line, the message whole,
+        is the root."""
+        return next((c for c in candidates if 0 < c.lineno - best.lineno <= BURST_LINES
+                     and c.rule is best.rule and _glued_in(parse(c.line).message, parse(best.line).message)), best)
 
     @staticmethod
     def _library_of(best: Signal) -> set[str]:
