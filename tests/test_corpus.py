@@ -118,7 +118,7 @@ def test_reported_corpus():
 
 
 # How the same log reaches a user from other machines: kubectl logs --timestamps or
-# --prefix, Slurm's srun --label, a launch script's `| ts`, docker compose's service column, journalctl/syslog,
+# --prefix, stern, Slurm's srun --label, a launch script's `| ts`, docker compose's service column, journalctl/syslog,
 # a Python wrapper's logger, Windows line ends.
 REWRITES = {
     "kubectl": lambda line: "2026-05-01T10:00:00.123456789Z " + line,
@@ -126,6 +126,9 @@ REWRITES = {
     "srun-label": lambda line: "0: " + line,
     "moreutils-ts": lambda line: "Dec 02 01:51:33 " + line,
     "compose": lambda line: "vllm-1  | " + line,
+    "podman-compose": lambda line: "[vllm] | " + line,
+    "stern": lambda line: "vllm-7d9c6b5f4-x2k8p vllm " + line,  # stern's pod and container
+    "timestamp-tab": lambda line: "2026-05-01T10:00:00.123Z\t" + line,  # an export: its time, a tab, the line
     "journald": lambda line: "Dec  1 10:00:00 gpu01 vllm[1234]: " + line,
     "journald-no-host": lambda line: "Mar 18 11:23:46 sglang-router[931930]: " + line,
     "python-logging": lambda line: "INFO:tgi-server:" + line,  # a wrapper relaying the server's lines

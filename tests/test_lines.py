@@ -76,3 +76,16 @@ def test_llama_cpps_2024_log_file_prefix_is_peeled():
     assert line.message == "key clip.vision.mm_patch_merge_type not found in file"
     assert parse("[1714488620] llama server listening at http://127.0.0.1:8080").message \
         == "llama server listening at http://127.0.0.1:8080"
+
+
+def test_sterns_pod_and_container_are_peeled_and_name_the_origin():
+    line = parse('vllm-7d9c6b5f4-x2k8p vllm   File "/x/server.py", line 3, in main')
+    assert line.message == '  File "/x/server.py", line 3, in main'  # a frame keeps its indent
+    assert line.origin == "vllm-7d9c6b5f4-x2k8p vllm"
+    assert parse("vllm-0 vllm-pod starting").message == "vllm-0 vllm-pod starting"  # no pod hashes: a message
+
+
+def test_podman_composes_bracketed_service_and_an_exports_timestamp_and_tab_are_peeled():
+    assert parse("[vllm] | INFO:     Application startup complete.").message == "Application startup complete."
+    assert parse("2026-05-01T10:00:00.123Z\tmain: server is listening on http://127.0.0.1:8080").message \
+        == "main: server is listening on http://127.0.0.1:8080"

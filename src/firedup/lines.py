@@ -24,14 +24,14 @@ _PREFIXES = [
                r"(?:[+-]\d\d:?\d\d|Z)?) (?:[\w.-]+ )?(?P<origin>[\w.@/-]+\[\d+\]): "),
     # moreutils' ts, as a launch script pipes through it: "Dec 02 01:51:33 ", "00:00:05 " (ts -s)
     re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d )?\d\d:\d\d:\d\d(?:\.\d+)? "),
-    # docker compose service column: "ollama  | "
-    re.compile(r"(?P<origin>[\w.-]+)\s+\| "),
+    # docker compose service column: "ollama  | ", podman-compose's "[ollama] | "
+    re.compile(r"(?P<origin>\[[\w.-]+\]|[\w.-]+)\s+\| "),
     # ISO / docker timestamps: "2025-02-04 21:21:33 ", "2025-10-13T22:12:09.754618Z  INFO "
     re.compile(
         r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
         # one space only when no level follows: a traceback's frames keep their indent
         # (and not a vLLM record's own level: "ERROR 07-11 15:21:48 [x.py:1] ")
-        r"(?:\s+(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\s+(?!\d\d-\d\d \d\d:)| )"
+        r"(?:\s+(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\s+(?!\d\d-\d\d \d\d:)| |\t)"
     ),
     # a logging format of bracketed fields: "[2025-03-05 14:28:45,820] [ERROR] [MainThread] [vllm.worker] >>> "
     re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\] \[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\] "
@@ -86,10 +86,12 @@ def _one_of(patterns: list[re.Pattern]) -> tuple[re.Pattern, dict[str, tuple[str
 
 _PREFIX, _PREFIX_GROUPS = _one_of(_PREFIXES)
 # What a scheduler's log collection puts first on every line, before anything the
-# server wrote: Slurm's "srun --label" task number ("0: ") and "kubectl logs
-# --prefix" ("[pod/vllm-0/server] "). Only at the very start: a message of the
-# server's own may begin with a number and a colon.
-_COLLECTOR = re.compile(r"\d{1,4}: |(?P<origin>\[pod/[\w.-]+/[\w.-]+\]) ")
+# server wrote: Slurm's "srun --label" task number ("0: "), "kubectl logs
+# --prefix" ("[pod/vllm-0/server] ") and stern's pod and container ("vllm-7d9c6b5f4-x2k8p
+# vllm ": a Deployment's pod, by its two hashes). Only at the very start: a message of
+# the server's own may begin with a number and a colon.
+_COLLECTOR = re.compile(r"\d{1,4}: |(?P<origin>\[pod/[\w.-]+/[\w.-]+\]"
+                        r"|[a-z0-9][a-z0-9.-]*-[a-z0-9]{8,10}-[a-z0-9]{5} [a-z0-9][a-z0-9-]*) ")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _LEVELS = {
     "W": "WARNING", "WARN": "WARNING", "E": "ERROR", "F": "FATAL", "I": "INFO", "D": "DEBUG",
