@@ -118,8 +118,9 @@ def test_reported_corpus():
 
 
 # How the same log reaches a user from other machines: kubectl logs --timestamps or
-# --prefix, stern, Slurm's srun --label, a launch script's `| ts`, docker compose's service column, journalctl/syslog,
-# a Python wrapper's logger, Windows line ends.
+# --prefix, stern, kubetail, a Ray task's prefix, docker service logs, Slurm's srun --label,
+# a launch script's `| ts`, docker compose's (and podman-compose's) service column,
+# journalctl/syslog, an export's timestamp and tab, a Python wrapper's logger, Windows line ends.
 REWRITES = {
     "kubectl": lambda line: "2026-05-01T10:00:00.123456789Z " + line,
     "kubectl-prefix": lambda line: "[pod/vllm-7d9c6b5f4-x2k8p/vllm] 2026-05-01T10:00:00.123456789Z " + line,
@@ -128,6 +129,9 @@ REWRITES = {
     "compose": lambda line: "vllm-1  | " + line,
     "podman-compose": lambda line: "[vllm] | " + line,
     "stern": lambda line: "vllm-7d9c6b5f4-x2k8p vllm " + line,  # stern's pod and container
+    "kubetail": lambda line: "[vllm-7d9c6b5f4-x2k8p] " + line,
+    "ray-task": lambda line: "(pid=4242, ip=10.0.0.2) " + line,  # a Ray task's output on the driver
+    "swarm": lambda line: "vllm.1.8o9x2x9k3m1q@node1    | " + line,  # docker service logs
     "timestamp-tab": lambda line: "2026-05-01T10:00:00.123Z\t" + line,  # an export: its time, a tab, the line
     "journald": lambda line: "Dec  1 10:00:00 gpu01 vllm[1234]: " + line,
     "journald-no-host": lambda line: "Mar 18 11:23:46 sglang-router[931930]: " + line,

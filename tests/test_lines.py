@@ -89,3 +89,10 @@ def test_podman_composes_bracketed_service_and_an_exports_timestamp_and_tab_are_
     assert parse("[vllm] | INFO:     Application startup complete.").message == "Application startup complete."
     assert parse("2026-05-01T10:00:00.123Z\tmain: server is listening on http://127.0.0.1:8080").message \
         == "main: server is listening on http://127.0.0.1:8080"
+
+
+def test_rays_task_and_serve_replica_prefixes_are_peeled():
+    prefixes = ("(pid=4242) ", "(pid=4242, ip=10.0.0.2) ", "(ServeReplica:default:LLMServer pid=77) ", "(task, pid=9) ")
+    for prefix in prefixes:
+        line = parse(prefix + "INFO 10-01 10:00:00 [core.py:1] Waiting for init message from front-end.")
+        assert line.message == "Waiting for init message from front-end." and line.origin == prefix.strip()

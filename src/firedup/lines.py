@@ -24,8 +24,9 @@ _PREFIXES = [
                r"(?:[+-]\d\d:?\d\d|Z)?) (?:[\w.-]+ )?(?P<origin>[\w.@/-]+\[\d+\]): "),
     # moreutils' ts, as a launch script pipes through it: "Dec 02 01:51:33 ", "00:00:05 " (ts -s)
     re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d )?\d\d:\d\d:\d\d(?:\.\d+)? "),
-    # docker compose service column: "ollama  | ", podman-compose's "[ollama] | "
-    re.compile(r"(?P<origin>\[[\w.-]+\]|[\w.-]+)\s+\| "),
+    # docker compose service column: "ollama  | ", podman-compose's "[ollama] | ", a swarm
+    # service's task "vllm.1.8o9x2x@node1    | "
+    re.compile(r"(?P<origin>\[[\w.-]+\]|[\w.@-]+)\s+\| "),
     # ISO / docker timestamps: "2025-02-04 21:21:33 ", "2025-10-13T22:12:09.754618Z  INFO "
     re.compile(
         r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
@@ -38,8 +39,10 @@ _PREFIXES = [
                r"(?:\[[^\]\s]*\] )*(?:>+ )?"),
     # SGLang: "[2025-04-09 05:05:13 TP0] ", "[2025-04-09 05:05:13 DP0 TP0 EP0] "
     re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?P<origin>[A-Z]+\d+(?: [A-Z]+\d+)*))?\] "),
-    # vLLM / Ray workers: "(APIServer pid=1805) ", "(VllmWorker rank=0 pid=12) "
-    re.compile(r"(?P<origin>\((?:[\w.-]+)(?:,? (?:rank|pid|ip|node)=[\w.:-]+)+\)) ?"),
+    # vLLM / Ray workers: "(APIServer pid=1805) ", "(VllmWorker rank=0 pid=12) ", Ray's
+    # "(pid=4242, ip=10.0.0.2) ", "(ServeReplica:default:LLMServer pid=77) ", "(raylet) "
+    re.compile(r"(?P<origin>\((?:[\w.:-]+,? )?(?:rank|pid|ip|node)=[\w.:-]+(?:,? (?:rank|pid|ip|node)=[\w.:-]+)*\)"
+               r"|\(raylet(?:, ip=[\d.]+)?\)) ?"),
     # vLLM levels: "INFO 04-25 08:50:55 [file.py:44] ", old "INFO 10-12 00:26:58 launcher.py:27] "
     re.compile(
         r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
@@ -87,11 +90,11 @@ def _one_of(patterns: list[re.Pattern]) -> tuple[re.Pattern, dict[str, tuple[str
 _PREFIX, _PREFIX_GROUPS = _one_of(_PREFIXES)
 # What a scheduler's log collection puts first on every line, before anything the
 # server wrote: Slurm's "srun --label" task number ("0: "), "kubectl logs
-# --prefix" ("[pod/vllm-0/server] ") and stern's pod and container ("vllm-7d9c6b5f4-x2k8p
-# vllm ": a Deployment's pod, by its two hashes). Only at the very start: a message of
-# the server's own may begin with a number and a colon.
+# --prefix" ("[pod/vllm-0/server] "), stern's pod and container ("vllm-7d9c6b5f4-x2k8p
+# vllm ": a Deployment's pod, by its two hashes) and kubetail's pod ("[vllm-7d9c6b5f4-x2k8p] ").
+# Only at the very start: a message of the server's own may begin with a number and a colon.
 _COLLECTOR = re.compile(r"\d{1,4}: |(?P<origin>\[pod/[\w.-]+/[\w.-]+\]"
-                        r"|[a-z0-9][a-z0-9.-]*-[a-z0-9]{8,10}-[a-z0-9]{5} [a-z0-9][a-z0-9-]*) ")
+                        r"|\[?[a-z0-9][a-z0-9.-]*-[a-z0-9]{8,10}-[a-z0-9]{5}(?:\]| [a-z0-9][a-z0-9-]*)) ")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _LEVELS = {
     "W": "WARNING", "WARN": "WARNING", "E": "ERROR", "F": "FATAL", "I": "INFO", "D": "DEBUG",
