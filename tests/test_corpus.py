@@ -120,7 +120,8 @@ def test_reported_corpus():
 # How the same log reaches a user from other machines: kubectl logs --timestamps or
 # --prefix, stern, kubetail, a Ray task's prefix, docker service logs, Slurm's srun --label,
 # a launch script's `| ts`, docker compose's (and podman-compose's) service column,
-# journalctl/syslog, an export's timestamp and tab, a Python wrapper's logger, Windows line ends.
+# journalctl/syslog, an export's timestamp and tab, a file's line numbers (cat -n), a Python wrapper's
+# logger, Windows line ends.
 REWRITES = {
     "kubectl": lambda line: "2026-05-01T10:00:00.123456789Z " + line,
     "kubectl-prefix": lambda line: "[pod/vllm-7d9c6b5f4-x2k8p/vllm] 2026-05-01T10:00:00.123456789Z " + line,
@@ -131,6 +132,9 @@ REWRITES = {
     "stern": lambda line: "vllm-7d9c6b5f4-x2k8p vllm " + line,  # stern's pod and container
     "kubetail": lambda line: "[vllm-7d9c6b5f4-x2k8p] " + line,
     "ray-task": lambda line: "(pid=4242, ip=10.0.0.2) " + line,  # a Ray task's output on the driver
+    "ray-colour-unescaped": lambda line: "[36m(pid=4242)[0m " + line,  # its colour codes pasted without ESC
+    "windows-console": lambda line: "←[36m(RayWorkerWrapper pid=365)←[0m " + line,  # ESC shown as ←
+    "line-numbers": lambda line: "    12\t" + line,  # cat -n
     "swarm": lambda line: "vllm.1.8o9x2x9k3m1q@node1    | " + line,  # docker service logs
     "timestamp-tab": lambda line: "2026-05-01T10:00:00.123Z\t" + line,  # an export: its time, a tab, the line
     "journald": lambda line: "Dec  1 10:00:00 gpu01 vllm[1234]: " + line,

@@ -522,6 +522,16 @@ def test_a_log_pasted_indented_as_a_whole_is_read_as_written():
     assert v.cause == "bad_argument" and v.evidence == {"line": "    AssertionError", "lineno": 4}
 
 
+def test_a_log_pasted_as_a_markdown_quote_is_read_as_written():
+    v = _failed("> [2025-02-14 02:47:40 TP0] Init torch distributed begin.\n"
+                ">\n"  # a blank line of the quote
+                "> [2025-02-14 02:47:45 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                ">   File \"/sgl/python/sglang/srt/models/qwen2.py\", line 105, in __init__\n"
+                ">     assert self.total_num_heads % tp_size == 0\n"
+                "> AssertionError\n")
+    assert v.cause == "bad_argument" and v.evidence == {"line": "> AssertionError", "lineno": 6}
+
+
 def test_a_kernel_build_that_failed_is_evidenced_by_the_compilers_own_error():
     v = _failed("Traceback (most recent call last):\n"
                 "  File \"/x/flashinfer/jit/cpp_ext.py\", line 380, in run_ninja\n"

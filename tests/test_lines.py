@@ -96,3 +96,10 @@ def test_rays_task_and_serve_replica_prefixes_are_peeled():
     for prefix in prefixes:
         line = parse(prefix + "INFO 10-01 10:00:00 [core.py:1] Waiting for init message from front-end.")
         assert line.message == "Waiting for init message from front-end." and line.origin == prefix.strip()
+
+
+def test_colour_codes_that_lost_their_escape_are_removed():
+    for raw in ("[36m(pid=860)[0m INFO 04-16 10:27:44 [__init__.py:239] Automatically detected platform cuda.",
+                "←[36m(pid=860)←[0m INFO 04-16 10:27:44 [__init__.py:239] Automatically detected platform cuda."):
+        assert parse(raw).message == "Automatically detected platform cuda." and parse(raw).origin == "(pid=860)"
+    assert parse("Waited [2m] for it").message == "Waited [2m] for it"  # no reset code: not a colour

@@ -43,8 +43,9 @@ _WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s")
 _BARE_ASSERT = re.compile(r"(?:\w+\.)*AssertionError:?\s*$")
 # A log pasted indented as a whole (a markdown code block, a quote): the
 # indent of its first line, unless that line is itself part of a stack (a
-# frame, a caret line: a window that starts inside a traceback).
-_INDENT = re.compile(r"[ \t]+(?!File \"|at |[\^~]|\S*Error\b)(?=\S)")
+# frame, a caret line: a window that starts inside a traceback), or the
+# markdown quote marker in front of every line ("> ").
+_INDENT = re.compile(r">+[ \t]?(?=\S)|[ \t]+(?!File \"|at |[\^~]|\S*Error\b)(?=\S)")
 
 
 def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
@@ -219,7 +220,8 @@ class Engine:
         if self._indent is None and line.message.strip():
             indent = _INDENT.match(line.message)
             self._indent = indent.group() if indent else ""
-        elif self._indent and line.message.strip() and not line.message.startswith(self._indent):
+        elif self._indent and line.message.strip() not in ("", self._indent.strip()) \
+                and not line.message.startswith(self._indent):
             self._indent = ""  # a line without it: the log was not pasted indented after all
         line = self._unindent(line)
         if self._block is not None and self._extend_block(line, out):

@@ -8,9 +8,13 @@ import json
 import re
 from typing import NamedTuple
 
-# The escape sequences, and syslog's printable form of a colour code (rsyslog
-# writes ESC as "#033": "#033[1;36m(VllmWorker rank=3 pid=1)#033[0;0m").
-ANSI = re.compile(r"\x1b\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|#033\[[0-9;]*m")
+# The escape sequences, and the printable forms of a colour code: rsyslog writes
+# ESC as "#033" ("#033[1;36m(VllmWorker rank=3 pid=1)#033[0;0m"), a Windows console
+# shows it as "←".
+ANSI = re.compile(r"(?:\x1b|←)\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|#033\[[0-9;]*m")
+# Colour codes whose escape a copy lost: "[36m(pid=860)[0m INFO ...". Only on a line
+# that resets the colour, as every coloured prefix does.
+_BARE_SGR = re.compile(r"\[[0-9;]*m")
 
 # Each pattern removes one prefix; they are tried again until none applies, so
 # stacked prefixes (docker timestamp + SGLang bracket, worker + vLLM level) peel
@@ -92,8 +96,9 @@ _PREFIX, _PREFIX_GROUPS = _one_of(_PREFIXES)
 # server wrote: Slurm's "srun --label" task number ("0: "), "kubectl logs
 # --prefix" ("[pod/vllm-0/server] "), stern's pod and container ("vllm-7d9c6b5f4-x2k8p
 # vllm ": a Deployment's pod, by its two hashes) and kubetail's pod ("[vllm-7d9c6b5f4-x2k8p] ").
-# Only at the very start: a message of the server's own may begin with a number and a colon.
-_COLLECTOR = re.compile(r"\d{1,4}: |(?P<origin>\[pod/[\w.-]+/[\w.-]+\]"
+# A file shown with its line numbers (cat -n: "    12\t") too. Only at the very start: a
+# message of the server's own may begin with a number and a colon.
+_COLLECTOR = re.compile(r"\d{1,4}: | *\d{1,7}\t|(?P<origin>\[pod/[\w.-]+/[\w.-]+\]"
                         r"|\[?[a-z0-9][a-z0-9.-]*-[a-z0-9]{8,10}-[a-z0-9]{5}(?:\]| [a-z0-9][a-z0-9-]*)) ")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _LEVELS = {
@@ -112,9 +117,11 @@ class Line(NamedTuple):
 
 
 def clean(raw: str) -> str:
-    """Remove ANSI escape sequences (and syslog's "#033[...m") and trailing whitespace."""
-    if "\x1b" in raw or "#033[" in raw:
+    """Remove ANSI escape sequences (and their printable forms) and trailing whitespace."""
+    if "\x1b" in raw or "#033[" in raw or "←[" in raw:
         raw = ANSI.sub("", raw)
+    if "[0m" in raw or "[0;0m" in raw:
+        raw = _BARE_SGR.sub("", raw)
     return raw.rstrip()
 
 
