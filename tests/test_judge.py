@@ -653,6 +653,12 @@ def test_output_glued_together_gives_way_to_the_whole_copy_after_it():
     clean = site + "GGML_ASSERT(fms.S[j] > 0) failed"
     v = _failed(site + clean + site + clean + "\n" + clean + "\n" + clean + "\nAborted (core dumped)\n", server="llamacpp")
     assert v.evidence == {"line": clean, "lineno": 2}
+    v = _failed(clean + "\nGGML_ASSERT(fms.S[j] > 0) failed\n", server="llamacpp")
+    assert v.evidence["lineno"] == 1  # a copy without its source location is no whole of it
+    bar = " 13%|██▏         | 3/23 [00:11<00:55,  2.79s/it]"
+    cuda = "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:368 'an illegal memory access was encountered'"
+    v = _failed(bar + cuda + "\n" + cuda + "\n", server="sglang")
+    assert v.evidence == {"line": cuda, "lineno": 2}
     zero = "ERROR 12-17 09:40:09 worker_base.py:467] ZeroDivisionError: integer division or modulo by zero"
     v = _failed(f"(RayWorkerWrapper pid=148818, ip=10.164.0.37) {zero}\n{zero}\n", server="vllm")
     assert v.evidence["lineno"] == 1

@@ -163,9 +163,18 @@ def _tail(line: str, pattern: re.Pattern) -> str | None:
 
 
 def _glued_in(message: str, line: str) -> bool:
-    """Whether a message is part of a longer one (in the messages, log prefixes
-    off: the same message behind another process's prefix is a copy)."""
-    return message.strip() in line and message.strip() != line.strip()
+    """Whether a line is output glued together around a message (in the
+    messages, log prefixes off): the message twice or more (threads that printed
+    at once), or after a progress bar that ended no line. A longer line that
+    holds it once with more words (its source location) is a copy, not glue."""
+    message, line = message.strip(), line.strip()
+    if message == line or message not in line:
+        return False
+    return line.count(message) > 1 or _BAR_END.search(line[:line.index(message)]) is not None
+
+
+# The end of a tqdm bar: "| 3/23 [00:11<00:55,  2.79s/it]"
+_BAR_END = re.compile(r"(?:it/s|s/it)\]$")
 
 
 def _handled_exception(line: str) -> bool:
@@ -814,11 +823,10 @@ class Judge:
 
     @staticmethod
     def _unglued(best: Signal, candidates: list[Signal]) -> Signal:
-        """A fatal line holding a whole later line the same rule reads (within
-        BURST_LINES), and more than a log prefix around it, is output glued
-        together (ggml's assert from threads that printed at once, a progress
-        bar with no line end before it): that later line, the message whole,
-        is the root."""
+        """A fatal line that is output glued together around a later line the
+        same rule reads (within BURST_LINES: ggml's assert from threads that
+        printed at once, a progress bar with no line end before it): that later
+        line, the message whole, is the root."""
         return next((c for c in candidates if 0 < c.lineno - best.lineno <= BURST_LINES
                      and c.rule is best.rule and _glued_in(parse(c.line).message, parse(best.line).message)), best)
 
