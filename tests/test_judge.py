@@ -646,13 +646,16 @@ def test_a_message_several_ranks_repeat_is_evidenced_by_its_first_copy():
 
 def test_output_glued_together_gives_way_to_the_whole_copy_after_it():
     """Threads that printed an assert at once leave one line holding several
-    copies; a progress bar with no line end leaves its bar in front of the
-    error: the next line holding the message alone is the root. A copy behind
+    copies (or a wrapped fragment of one before it); a progress bar with no line
+    end leaves its bar in front of the error: the next line holding the message
+    alone is the root. A copy behind
     another process's prefix (Ray's) is a copy, not glued output."""
     site = "/src/ik_llama.cpp/ggml/src/./iqk/fa/iqk_fa_templates.h:1146: "
     clean = site + "GGML_ASSERT(fms.S[j] > 0) failed"
     v = _failed(site + clean + site + clean + "\n" + clean + "\n" + clean + "\nAborted (core dumped)\n", server="llamacpp")
     assert v.evidence == {"line": clean, "lineno": 2}
+    v = _failed("fa/iqk_fa_templates.h:1146: " + clean + "\n" + clean + "\n", server="llamacpp")
+    assert v.evidence["lineno"] == 2  # a terminal wrapped a copy: its fragment, then the whole
     v = _failed(clean + "\nGGML_ASSERT(fms.S[j] > 0) failed\n", server="llamacpp")
     assert v.evidence["lineno"] == 1  # a copy without its source location is no whole of it
     bar = " 13%|██▏         | 3/23 [00:11<00:55,  2.79s/it]"

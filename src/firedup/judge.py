@@ -165,12 +165,14 @@ def _tail(line: str, pattern: re.Pattern) -> str | None:
 def _glued_in(message: str, line: str) -> bool:
     """Whether a line is output glued together around a message (in the
     messages, log prefixes off): the message twice or more (threads that printed
-    at once), or after a progress bar that ended no line. A longer line that
-    holds it once with more words (its source location) is a copy, not glue."""
+    at once), after a fragment of itself (a terminal wrapped a copy before it),
+    or after a progress bar that ended no line. A longer line that holds it once
+    with other words (its source location) is a copy, not glue."""
     message, line = message.strip(), line.strip()
     if message == line or message not in line:
         return False
-    return line.count(message) > 1 or _BAR_END.search(line[:line.index(message)]) is not None
+    before = line[:line.index(message)].strip()
+    return line.count(message) > 1 or (before and before in message) or _BAR_END.search(before) is not None
 
 
 # The end of a tqdm bar: "| 3/23 [00:11<00:55,  2.79s/it]"
