@@ -84,8 +84,9 @@ exception lines, tracebacks cut short), in log order, the root is
    on (the engine's last words: "Native API failed ...", "Floating point
    exception"): the first of them, ``other`` unless a cause rule reads it.
 "First" makes the first copy of a message repeated by several ranks the
-evidence (a line holding a later line whole and more, output glued together,
-gives way to that later line), and the root of a chain of exceptions (``raise ... from``) its
+evidence (output glued together, the message twice, after a wrapped fragment of
+itself or after a progress bar, gives way to the whole copy after it), and the
+root of a chain of exceptions (``raise ... from``) its
 first; a fatal root naming a cause that repeats a message logged just before
 it (within BURST_LINES) gives way to that first copy. When the root names no
 root cause, the nearest cause line before it (within CONTEXT_LINES, and after
@@ -162,6 +163,10 @@ def _tail(line: str, pattern: re.Pattern) -> str | None:
     return None
 
 
+# The end of a tqdm bar: "| 3/23 [00:11<00:55,  2.79s/it]"
+_BAR_END = re.compile(r"(?:it/s|s/it)\]$")
+
+
 def _glued_in(message: str, line: str) -> bool:
     """Whether a line is output glued together around a message (in the
     messages, log prefixes off): the message twice or more (threads that printed
@@ -172,11 +177,7 @@ def _glued_in(message: str, line: str) -> bool:
     if message == line or message not in line:
         return False
     before = line[:line.index(message)].strip()
-    return line.count(message) > 1 or (before and before in message) or _BAR_END.search(before) is not None
-
-
-# The end of a tqdm bar: "| 3/23 [00:11<00:55,  2.79s/it]"
-_BAR_END = re.compile(r"(?:it/s|s/it)\]$")
+    return line.count(message) > 1 or (bool(before) and before in message) or _BAR_END.search(before) is not None
 
 
 def _handled_exception(line: str) -> bool:
