@@ -193,6 +193,28 @@ def test_server_dying_after_ready_is_failed_in_serving():
     assert v.outcome == "failed" and v.phase == "serving" and v.cause == "cuda_oom"
 
 
+def test_a_server_shutting_itself_down_after_a_named_cause_while_serving_is_failed():
+    # the allocator's OOM is logged by C++ with no exception line; uvicorn then
+    # shuts down with no signal from outside: the engine died of it
+    oom = ("[rank3]:[E716 19:47:26.324588983 shim_common.cpp:523] Exception in aoti_torch: CUDA out of memory. "
+           "Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 95.00 GiB of which 1.91 GiB is free.\n")
+    down = "(APIServer pid=1) INFO:     Shutting down\n(APIServer pid=1) INFO:     Application shutdown complete.\n"
+    run = Run()
+    run.log(VLLM_START + VLLM_READY + oom + down, at=5)
+    v = run.finish()
+    assert v.outcome == "failed" and v.cause == "cuda_oom" and v.phase == "serving"
+    assert v.evidence["line"] == oom.strip()
+    # a stop from outside first: the same lines are the stop's
+    run = Run()
+    run.log(VLLM_START + VLLM_READY + "INFO 10-12 00:30:00 launcher.py:57] Received SIGTERM, shutting down\n"
+            + oom + down, at=5)
+    assert run.finish().outcome == "ready"
+    # the cause line with no shutdown after it: the server went on
+    run = Run()
+    run.log(VLLM_START + VLLM_READY + oom + "INFO:     127.0.0.1:5 - \"POST /v1/completions HTTP/1.1\" 200 OK\n", at=5)
+    assert run.finish().outcome == "ready"
+
+
 # -- deadlines ---------------------------------------------------------------
 
 def test_exit_before_ready_fails_at_once_with_the_last_line():

@@ -23,7 +23,7 @@ BLOCK_LINES = 500
 
 _PREFILTERS: dict[tuple[int, bool, int], Prefilter] = {}
 # Once a server is ready only these can still change the verdict or explain it.
-_AFTER_READY = ("fatal", "cause", "benign", "stopped")
+_AFTER_READY = ("fatal", "cause", "benign", "stopped", "stopping")
 # Benign lines after ready only fill the verdict's list of ignored lines (the
 # judge keeps 50): after this many the prefilter leaves benign rules out.
 BENIGN_AFTER_READY = 200

@@ -19,7 +19,9 @@ Rules for the outcome:
 - a stall window that passes with an exception pending is ``failed`` (what
   a finished log with that exception is), not ``stalled``;
 - after ready, exceptions are request or shutdown noise unless the process then
-  exits with an error;
+  exits with an error, or the server then shuts itself down (a shutdown line,
+  no stop from outside) after a line that names a root cause: an exception,
+  or a cause line with no exception of its own (an allocator's OOM message);
 - an exception whose traceback a logger wrote at WARNING (or INFO, DEBUG)
   level was handled by the server: it is listed as ignored, never a failure;
 - a ready line printed before the port is bound (uvicorn's "Application
@@ -346,6 +348,8 @@ class Judge:
         self.last_line_at = now
         self._calm_lineno = 0  # the last line that showed the server going on
         self._stopping = False  # a shutdown line came after an exception
+        self.went_down = False  # after ready, it shut itself down after a line naming a root cause
+        self._request_error = False  # a request's error since ready: a shutdown after it says nothing
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
         self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.last_startup: Signal | None = None  # the last phase, progress or config line
@@ -377,6 +381,9 @@ class Judge:
             return
         if kind == "stopping":
             self._stopping = self._stopping or bool(self.candidates)
+            if self.ready is not None and self.stopped is None and not self.fatal and not self._request_error \
+                    and any(_score(c) == 4 for c in self.after_ready + self._went_down_on()):
+                self.went_down = True
             if self.ready is None and self.before_shutdown is None:
                 self.before_shutdown, self.shutdown_lineno = self.last_startup, s.lineno
             return
@@ -384,6 +391,7 @@ class Judge:
             kind = "stopped"
             self._benign(s)  # scary, and no failure
         if kind == "stopped":
+            self.went_down = False  # the shutdown was the stop's
             if self.stopped is None and not self.fatal and not (self.ready is None and self.candidates):
                 self.stopped = s
             self._unused(s, "stopped")
@@ -432,6 +440,8 @@ class Judge:
             self.version = s.data.get("version", self.version)
         elif kind == "benign":
             self._benign(s)
+            if self.ready is not None and s.rule.request:
+                self._request_error = True
         elif kind == "progress":
             self._progress(s, now)
         elif kind == "cause":
@@ -466,6 +476,13 @@ class Judge:
             self.phase = "queued"
         elif kind == "running" and self.phase == "queued":
             self._enter("init", now)
+
+    def _went_down_on(self) -> list[Signal]:
+        """The cause lines logged while serving (an allocator's OOM, no exception
+        line of its own): what a server that then shut itself down died of."""
+        if self.ready is None:
+            return []
+        return [c for c in self.causes if c.lineno > self.ready.lineno]
 
     def _set_ready(self, s: Signal, now: float) -> None:
         self.ready = s
@@ -640,7 +657,7 @@ class Judge:
     def finish(self, now: float = 0.0) -> Verdict:
         """The verdict on a finished log: no more lines will come."""
         exited = self.exit_code not in (None, 0) and self.ready is None and self.stopped is None
-        if self.fatal or self.candidates or self._ended_on_error() or exited:
+        if self.fatal or self.candidates or self._ended_on_error() or exited or self.went_down:
             return self._failed(now)
         if self.ready is not None:
             return self._verdict("ready", now, self._evidence_of(self._ready_line()))
@@ -694,7 +711,7 @@ class Judge:
         return self.last_read or self.stopped
 
     def _failed(self, now: float) -> Verdict:
-        candidates = self.candidates or self.after_ready
+        candidates = self.candidates or self.after_ready or self._went_down_on()
         if not candidates and self.last_words is not None and self._ended_on_error():
             candidates = [self.last_words]  # it died of the error lines it ends on
         if self.ready is not None and self.fatal:

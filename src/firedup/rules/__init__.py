@@ -84,6 +84,9 @@ class Rule:
     # not where it came up: the last ``up`` line before it is the evidence.
     served: bool = False
     up: bool = False  # the server says its HTTP server is up (uvicorn's "Application startup complete.")
+    # A line that begins a request's error (uvicorn's "Exception in ASGI
+    # application"): the failures after it are that request's, which the server survives.
+    request: bool = False
     # A ready line that means ready only once this rule's line was read (llama.cpp's
     # "model loaded" after its early socket); before it, the listening line follows.
     after: str | None = None
@@ -137,7 +140,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "before_bind", "consequence", "arose", "stack",
-                              "stop_when_ready", "gated", "frame", "examples", "served", "up", "after"}
+                              "stop_when_ready", "gated", "frame", "examples", "served", "up", "after", "request"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -176,6 +179,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             stack=bool(raw.get("stack", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
             served=bool(raw.get("served", False)), up=bool(raw.get("up", False)), after=after,
+            request=bool(raw.get("request", False)),
             gated=bool(raw.get("gated", True)),
             frame=_compile(frame, where) if frame is not None else None,
             examples=examples,
