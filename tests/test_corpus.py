@@ -140,6 +140,7 @@ REWRITES = {
     "journald": lambda line: "Dec  1 10:00:00 gpu01 vllm[1234]: " + line,
     "journald-no-host": lambda line: "Mar 18 11:23:46 sglang-router[931930]: " + line,
     "python-logging": lambda line: "INFO:tgi-server:" + line,  # a wrapper relaying the server's lines
+    "buildkite": lambda line: "[2025-05-23T04:39:51Z] " + line,  # a CI job's log (vLLM's CI)
     "crlf": lambda line: line + "\r",
 }
 

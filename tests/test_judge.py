@@ -215,6 +215,22 @@ def test_a_server_shutting_itself_down_after_a_named_cause_while_serving_is_fail
     assert run.finish().outcome == "ready"
 
 
+def test_an_exception_with_no_message_gives_way_to_the_one_raised_from_it():
+    # vLLM logs the chain record by record: its blank lines are the bare prefix
+    chain = "".join(f"ERROR 06-10 16:33:51 [core.py:398]{line}\n" for line in (
+        " Traceback (most recent call last):", "   File \"/x/shm_broadcast.py\", line 1, in dequeue",
+        "     raise TimeoutError", " TimeoutError", "",
+        " The above exception was the direct cause of the following exception:", "",
+        " Traceback (most recent call last):", "   File \"/x/multiproc_executor.py\", line 2, in collective_rpc",
+        "     raise TimeoutError(f\"RPC call to {method} timed out.\") from e",
+        " TimeoutError: RPC call to execute_model timed out."))
+    run = Run()
+    run.log(VLLM_START + chain, at=1)
+    v = run.finish()
+    assert v.outcome == "failed"
+    assert v.evidence["line"].endswith("TimeoutError: RPC call to execute_model timed out.")
+
+
 # -- deadlines ---------------------------------------------------------------
 
 def test_exit_before_ready_fails_at_once_with_the_last_line():

@@ -41,6 +41,11 @@ _GLUED = re.compile(r"[^\]\n]*\](?P<rest>.*\S.*)$")
 # "[WARNING] ...", "warning: ...", Python logging's "name - WARNING - ...".
 _WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s")
 _BARE_ASSERT = re.compile(r"(?:\w+\.)*AssertionError:?\s*$")
+# pydantic's ValidationError: its line names the model, the indented lines under
+# it each field's error ("  Value error, max_batch_size [2048] is greater than ...").
+_PYDANTIC = re.compile(r"\bValidationError: \d+ validation errors? for ")
+_PYDANTIC_ERROR = re.compile(r"\s*(?:Value error|Assertion failed|Input should be|Field required"
+                             r"|Extra inputs are not permitted)\b")
 # A log pasted indented as a whole (a markdown code block, a quote): the
 # indent of its first line, unless that line is itself part of a stack (a
 # frame, a caret line: a window that starts inside a traceback), or the
@@ -307,7 +312,7 @@ class Engine:
         if rule.kind == "progress":
             self._read_glued(lineno, line, m, candidates, out)
         signal = self._signal(rule, m.groupdict(), lineno, line)
-        if rule.after is not None and rule.after not in self._read_ids:
+        if rule.after is not None and self._read_ids.isdisjoint(rule.after):
             signal = replace(signal, kind="phase")  # ready only after that line: before it, the listening line follows
         if rule.kind == "stopped" and before is not None:
             signal.data["before"] = before
@@ -406,12 +411,19 @@ class Engine:
         for s in signals:
             if s.kind == "exception":
                 rule = self._cause_of(lines.Line(s.line, s.data["message"], s.origin, ""))
-                if rule is None or rule.consequence:
+                pydantic = _PYDANTIC.search(s.data["message"])
+                if rule is None or rule.consequence or pydantic:
                     for lineno, line in s.data.get("details", ()):
                         found = self._cause_of(line)
                         if found is not None and not found.consequence:
                             s, rule = replace(s, lineno=lineno, line=line.text), found
                             break
+                    else:
+                        # pydantic's header says only which model failed; its first error says why
+                        said = next(((n, d) for n, d in s.data.get("details", ()) if _PYDANTIC_ERROR.match(d.message)),
+                                    None) if pydantic else None
+                        if said is not None:
+                            s = replace(s, lineno=said[0], line=said[1].text)
                 statement = s.data.get("statement", "")
                 if rule is None and _BARE_ASSERT.match(s.data["message"]) and statement.startswith("assert "):
                     # a bare AssertionError says what failed only in the assert its traceback shows

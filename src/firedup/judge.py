@@ -58,7 +58,8 @@ exception lines, tracebacks cut short), in log order, the root is
    that missed, a KeyError, a StopIteration, when a handler caught it and
    raised another: that one says what failed; nor TorchScript's "operation failed
    in the TorchScript interpreter", whose message ends in the exception it
-   wraps), or a line
+   wraps; nor one with no message at all, a bare "TimeoutError" a handler
+   caught to raise "TimeoutError: RPC call to execute_model timed out."), or a line
    naming a consequence (an abort, ``segfault``: how C++ ends on an uncaught
    error, ``terminate called ...`` after a Python or NCCL error; a memory
    fault, "Segmentation fault", is a root of its own, unless lines naming a
@@ -139,7 +140,8 @@ _HANDLED_LEVELS = ("WARNING", "INFO", "DEBUG")
 # A lookup that missed: what a handler catches to raise an error saying what
 # failed ("During handling of the above exception, another exception occurred").
 _LOOKUP_MISS = re.compile(r"(?:[\w.]+\.)?(?:KeyError|StopIteration|IndexError|LookupError)\b"
-                          r"|RuntimeError: There is no current event loop")
+                          r"|RuntimeError: There is no current event loop"
+                          r"|(?:[\w.]+\.)?\w*(?:Error|Exception)$")  # one with no message ("TimeoutError")
 # Kinds of lines that say where a start had got.
 _READ = ("phase", "progress", "heartbeat", "config", "benign", "cause")
 
@@ -341,7 +343,8 @@ class Judge:
         self._benign_seen: set[tuple[str, str]] = set()
         # Scary lines that may turn out not to decide the verdict, with why:
         # "handled" (an exception start-up went on after), "after_ready" (an
-        # exception while serving), "cause" (a line naming a cause), "stopped".
+        # exception while serving), "request" (a request's traceback), "cause"
+        # (a line naming a cause), "stopped".
         self.unused: list[tuple[Signal, str]] = []
         self.exit_code: int | None = None
         self.after_ready: list[Signal] = []
@@ -350,12 +353,15 @@ class Judge:
         self._stopping = False  # a shutdown line came after an exception
         self.went_down = False  # after ready, it shut itself down after a line naming a root cause
         self._request_error = False  # a request's error since ready: a shutdown after it says nothing
+        self._requests: list[int] = []  # the last lines that began a request's error
+        self._request_end = 0  # the last request's exception line
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
         self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.last_startup: Signal | None = None  # the last phase, progress or config line
         self.before_shutdown: Signal | None = None  # the last start-up line before a start began going down
         self.shutdown_lineno = 0  # where it began going down (a bar it cut short shares its line)
         self.last_phase: Signal | None = None  # the last line that moved the phase
+        self.last_setup: Signal | None = None  # the last phase or config line (no progress bar)
         self.up: Signal | None = None  # the last line saying the HTTP server is up, before ready
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
         self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
@@ -386,6 +392,10 @@ class Judge:
                 self.went_down = True
             if self.ready is None and self.before_shutdown is None:
                 self.before_shutdown, self.shutdown_lineno = self.last_startup, s.lineno
+            return
+        if kind == "fatal" and self.ready is not None and s.rule is not None and s.rule.until_ready:
+            kind = "benign"
+            self._benign(s)  # a request's model load: the server goes on
             return
         if kind in ("fatal", "benign") and self.ready is not None and s.rule is not None and s.rule.stop_when_ready:
             kind = "stopped"
@@ -431,6 +441,8 @@ class Judge:
                     self.before_shutdown = None  # start-up went on: it was not going down
             if kind == "phase":
                 self.last_phase = s
+            if kind in ("phase", "config"):
+                self.last_setup = s
         if s.rule is not None and s.rule.up and self.ready is None:
             self.up = s
         if s.rule is not None and s.rule.phase:
@@ -440,8 +452,9 @@ class Judge:
             self.version = s.data.get("version", self.version)
         elif kind == "benign":
             self._benign(s)
-            if self.ready is not None and s.rule.request:
-                self._request_error = True
+            if s.rule.request:
+                self._request_error = self.ready is not None
+                self._requests = [*self._requests[-7:], s.lineno]
         elif kind == "progress":
             self._progress(s, now)
         elif kind == "cause":
@@ -456,10 +469,14 @@ class Judge:
             self._fail(s, now)
             self.fatal = True
         elif kind == "last_words":
-            self.last_words = s
+            if not self._ends_a_request(s):
+                self.last_words = s
         elif kind in ("exception", "traceback"):
             if s.data.get("level") in _HANDLED_LEVELS:
                 self._unused(s, "handled")  # logged as a warning: the server handled it
+            elif s.data.get("traceback", 0) - 1 in self._requests:
+                self._unused(s, "request")  # a request's: the server answered it with an error and went on
+                self._request_end = s.lineno
             elif self.ready is not None and not self.fatal:
                 self.after_ready.append(s)
                 del self.after_ready[:-16]
@@ -476,6 +493,13 @@ class Judge:
             self.phase = "queued"
         elif kind == "running" and self.phase == "queued":
             self._enter("init", now)
+
+    def _ends_a_request(self, s: Signal) -> bool:
+        """Whether a log's last words are a request's traceback's last lines
+        (its exception, the message's own lines after it): the server answered
+        that request with an error; the log ends on no failure."""
+        end = self._request_end
+        return 0 < end <= s.lineno and not any(c.lineno > end for c in self.candidates + self.causes)
 
     def _went_down_on(self) -> list[Signal]:
         """The cause lines logged while serving (an allocator's OOM, no exception
@@ -692,6 +716,8 @@ class Judge:
         assert self.ready is not None  # called only for a ready verdict
         if self.ready.rule is not None and self.ready.rule.served and self.up is not None:
             return self.up
+        if self.ready.rule is not None and self.ready.rule.offline and self.last_setup is not None:
+            return self.last_setup  # not its own batch's bar
         return self.ready
 
     def _ended_on_error(self) -> bool:

@@ -38,6 +38,9 @@ _PREFIXES = [
         # (and not a vLLM record's own level: "ERROR 07-11 15:21:48 [x.py:1] ")
         r"(?:\s+(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\s+(?!\d\d-\d\d \d\d:)| |\t)"
     ),
+    # a CI runner's timestamp (Buildkite, as vLLM's CI logs show it): "[2025-05-23T04:39:51Z] ";
+    # one space only: a traceback's frames keep their indent
+    re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\] "),
     # a logging format of bracketed fields: "[2025-03-05 14:28:45,820] [ERROR] [MainThread] [vllm.worker] >>> "
     re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\] \[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\] "
                r"(?:\[[^\]\s]*\] )*(?:>+ )?"),
@@ -100,6 +103,8 @@ _PREFIX, _PREFIX_GROUPS = _one_of(_PREFIXES)
 # message of the server's own may begin with a number and a colon.
 _COLLECTOR = re.compile(r"\d{1,4}: | *\d{1,7}\t|(?P<origin>\[pod/[\w.-]+/[\w.-]+\]"
                         r"|\[?[a-z0-9][a-z0-9.-]*-[a-z0-9]{8,10}-[a-z0-9]{5}(?:\]| [a-z0-9][a-z0-9-]*)) ")
+_EMPTY_RECORD = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+                           r"(?:\[[^\]\s]+\]|[\w.-]+:\d+\])$")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _LEVELS = {
     "W": "WARNING", "WARN": "WARNING", "E": "ERROR", "F": "FATAL", "I": "INFO", "D": "DEBUG",
@@ -144,6 +149,10 @@ def parse(raw: str) -> Line:
         message = message[m.end():]
     if message.endswith("across cluster]"):
         message = _RAY_REPEAT.sub("", message)
+    elif empty := _EMPTY_RECORD.match(message):
+        # a logged traceback's blank line (between an exception and its chain): the
+        # record's prefix alone, its trailing space stripped
+        message, level = "", empty.group("level")
     return Line(text, message, origin, _LEVELS.get(level, level), outer)
 
 

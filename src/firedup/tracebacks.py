@@ -135,6 +135,11 @@ class Assembler:
             block.last = lineno
             self.consumed = True
             self.block = block
+            if not msg:
+                # a record's empty line ("ERROR 06-10 16:33:51 [core.py:398]" alone): the
+                # blank line between an exception and its chain, as a logger prints it
+                self.absorbed = True
+                return out
             if block.state == "frames":
                 if msg[:1].isspace() or msg.startswith(_MARKED):
                     self.absorbed = True
@@ -167,7 +172,10 @@ class Assembler:
                 self.absorbed = True
                 return out
             elif chain := CHAIN.match(msg):
-                if chain.group(0).startswith("During handling") and block.exceptions:
+                if block.exceptions and (chain.group(0).startswith("During handling")
+                                         or ":" not in block.exceptions[-1][1].message):
+                    # a handler raised another in it; or, with "raise ... from", one with no
+                    # message ("TimeoutError") under the one that says what timed out
                     block.caught.add(block.exceptions[-1][0])
                 block.state = "chain"
                 self.absorbed = True

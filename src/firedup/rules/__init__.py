@@ -80,16 +80,23 @@ class Rule:
     # cause of a segfault or abort just above it.
     stack: bool = False
     stop_when_ready: bool = False  # a fatal (or benign) line that, once the server is ready, is a stop (a time limit)
+    # A fatal line only until ready: once serving, what it says failed was asked
+    # for by a request (a model loaded through Triton's model control API), and
+    # the server goes on.
+    until_ready: bool = False
     # A ready line that proves the server serves (a request it answered 200),
     # not where it came up: the last ``up`` line before it is the evidence.
     served: bool = False
     up: bool = False  # the server says its HTTP server is up (uvicorn's "Application startup complete.")
+    # The end of an offline run's batch (no HTTP server, no ready line): its engine
+    # was up; the evidence is the last start-up line before it.
+    offline: bool = False
     # A line that begins a request's error (uvicorn's "Exception in ASGI
     # application"): the failures after it are that request's, which the server survives.
     request: bool = False
-    # A ready line that means ready only once this rule's line was read (llama.cpp's
+    # A ready line that means ready only once a line of one of these rules was read (llama.cpp's
     # "model loaded" after its early socket); before it, the listening line follows.
-    after: str | None = None
+    after: tuple[str, ...] | None = None
     gated: bool = True  # read only once the log's family is known to be the rule's
     frame: re.Pattern | None = None  # the innermost frame of the exception's traceback (cause rules only)
     examples: tuple[str, ...] = ()
@@ -140,7 +147,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "before_bind", "consequence", "arose", "stack",
-                              "stop_when_ready", "gated", "frame", "examples", "served", "up", "after", "request"}
+                              "stop_when_ready", "gated", "frame", "examples", "served", "up", "after",
+                              "request", "offline", "until_ready"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -165,7 +173,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         if frame is not None and kind != "cause":
             raise RuleError(f"{where}: only a cause rule reads frames")
         after = raw.get("after")
-        if after is not None and (kind != "ready" or after not in {r.get("id") for r in data.get("rule", [])}):
+        after = (after,) if isinstance(after, str) else tuple(after) if after is not None else None
+        if after is not None and (kind != "ready" or not set(after) <= {r.get("id") for r in data.get("rule", [])}):
             raise RuleError(f"{where}: only a ready rule waits for another, and it must be a rule of this pack")
         examples = tuple(raw.get("examples", ()))
         if not examples:
@@ -178,8 +187,9 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             consequence=bool(raw.get("consequence", False)), arose=bool(raw.get("arose", False)),
             stack=bool(raw.get("stack", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
+            until_ready=bool(raw.get("until_ready", False)),
             served=bool(raw.get("served", False)), up=bool(raw.get("up", False)), after=after,
-            request=bool(raw.get("request", False)),
+            request=bool(raw.get("request", False)), offline=bool(raw.get("offline", False)),
             gated=bool(raw.get("gated", True)),
             frame=_compile(frame, where) if frame is not None else None,
             examples=examples,
