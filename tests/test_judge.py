@@ -231,6 +231,39 @@ def test_an_exception_with_no_message_gives_way_to_the_one_raised_from_it():
     assert v.evidence["line"].endswith("TimeoutError: RPC call to execute_model timed out.")
 
 
+def test_a_window_pasted_while_serving_is_ready_despite_a_requests_traceback():
+    # no start-up lines: the engine's stats say it generated; the error is a stream's
+    window = ("INFO 05-12 02:47:30 [loggers.py:111] Engine 000: Avg prompt throughput: 1146.4 tokens/s, "
+              "Avg generation throughput: 52.1 tokens/s, Running: 1 reqs, Waiting: 0 reqs\n"
+              "ERROR 05-12 02:47:31 [serving_chat.py:897] Error in chat completion stream generator.\n"
+              "ERROR 05-12 02:47:31 [serving_chat.py:897] Traceback (most recent call last):\n"
+              "ERROR 05-12 02:47:31 [serving_chat.py:897]   File \"/v/serving_chat.py\", line 1, in gen\n"
+              "ERROR 05-12 02:47:31 [serving_chat.py:897] IndexError: list index out of range\n")
+    run = Run()
+    run.log(window, at=1)
+    assert run.finish().outcome == "ready"
+    # a window whose stats show nothing generated proves nothing
+    run = Run()
+    run.log(window.replace("52.1 tokens/s", "0.0 tokens/s"), at=1)
+    assert run.finish().outcome == "failed"
+
+
+def test_a_traceback_pasted_without_its_indent_is_still_one_traceback():
+    # frames and source lines at the margin, one source line looking like "name: message"
+    flat = ("Traceback (most recent call last):\n"
+            "File \"/v/multimodal/utils.py\", line 9, in fetch\n"
+            "modality: await asyncio.gather(*items)\n"
+            "File \"/v/multimodal/video.py\", line 136, in load_bytes\n"
+            "assert i == num_frames, (f\"Expected reading {num_frames} frames, \"\n"
+            "AssertionError: Expected reading 32 frames, but only loaded 17 frames from video.\n")
+    v = _failed(VLLM_START + flat)
+    assert v.evidence["line"].startswith("AssertionError: Expected reading 32 frames")
+    # under uvicorn's "Exception in ASGI application" it is a request's, and the server went on
+    run = Run()
+    run.log(VLLM_START + "ERROR:    Exception in ASGI application\n" + flat, at=1)
+    assert run.finish().outcome == "incomplete"
+
+
 # -- deadlines ---------------------------------------------------------------
 
 def test_exit_before_ready_fails_at_once_with_the_last_line():
@@ -623,7 +656,7 @@ def test_an_nccl_warning_that_says_nothing_failed_names_no_cause():
     assert v.cause == "other" and v.evidence["lineno"] == 4
 
 
-def test_a_cuda_kernel_fault_the_nccl_watchdog_reports_first_is_not_nccls():
+def test_a_cuda_kernel_fault_the_nccl_watchdog_reports_first_is_the_workers_not_nccls():
     ima = "CUDA error: an illegal memory access was encountered"
     v = _failed(f"[rank0]:[E611 01:51:09.940 ProcessGroupNCCL.cpp:1896] [PG ID 2 Rank 0] Process group watchdog "
                 f"thread terminated with exception: {ima}\n"
@@ -631,7 +664,8 @@ def test_a_cuda_kernel_fault_the_nccl_watchdog_reports_first_is_not_nccls():
                 "Traceback (most recent call last):\n"
                 "  File \"/x/vllm/v1/executor/multiproc_executor.py\", line 522, in worker_busy_loop\n"
                 f"RuntimeError: {ima}\n")
-    assert v.cause == "other" and v.evidence["lineno"] == 1
+    # the watchdog reports the fault; the worker's own exception is where it arose
+    assert v.cause == "other" and v.evidence["lineno"] == 5
 
 
 def test_a_device_lost_after_a_kernel_fault_is_its_consequence():

@@ -198,6 +198,9 @@ def _weak(s: Signal | None) -> bool:
     return rule is None or rule.consequence
 MAX_BENIGN = 50
 _DIGITS = re.compile(r"\d+")
+# NCCL's watchdog reporting the error it caught on its stream (a CUDA fault that
+# a worker's own exception reports where it arose).
+_WATCHDOG_REPORT = re.compile(r"watchdog thread terminated with exception: ")
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
 _TOKEN = re.compile(r"[\W_]+")
@@ -354,7 +357,7 @@ class Judge:
         self.went_down = False  # after ready, it shut itself down after a line naming a root cause
         self._request_error = False  # a request's error since ready: a shutdown after it says nothing
         self._requests: list[int] = []  # the last lines that began a request's error
-        self._request_end = 0  # the last request's exception line
+        self._request_span = (0, 0)  # the last request's error: the line that began it, its exception line
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
         self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.last_startup: Signal | None = None  # the last phase, progress or config line
@@ -476,7 +479,7 @@ class Judge:
                 self._unused(s, "handled")  # logged as a warning: the server handled it
             elif s.data.get("traceback", 0) - 1 in self._requests:
                 self._unused(s, "request")  # a request's: the server answered it with an error and went on
-                self._request_end = s.lineno
+                self._request_span = (s.data["traceback"] - 1, s.lineno)
             elif self.ready is not None and not self.fatal:
                 self.after_ready.append(s)
                 del self.after_ready[:-16]
@@ -495,11 +498,11 @@ class Judge:
             self._enter("init", now)
 
     def _ends_a_request(self, s: Signal) -> bool:
-        """Whether a log's last words are a request's traceback's last lines
-        (its exception, the message's own lines after it): the server answered
-        that request with an error; the log ends on no failure."""
-        end = self._request_end
-        return 0 < end <= s.lineno and not any(c.lineno > end for c in self.candidates + self.causes)
+        """Whether a log's last words are a request's traceback's lines (its
+        source lines, its exception, the message's own lines after it): the
+        server answered that request with an error; the log ends on no failure."""
+        start, end = self._request_span
+        return 0 < start < s.lineno and not any(c.lineno > end for c in self.candidates + self.causes)
 
     def _went_down_on(self) -> list[Signal]:
         """The cause lines logged while serving (an allocator's OOM, no exception
@@ -752,6 +755,10 @@ class Judge:
         candidates = sorted(candidates, key=lambda s: s.lineno)
         best = max(candidates, key=_score)  # max keeps the first of equals: the root
         best = self._unglued(self._thrown(best, candidates), candidates)
+        if _WATCHDOG_REPORT.search(best.line):
+            # NCCL's watchdog reports what a worker's own exception raised where it arose
+            best = next((c for c in candidates if c.lineno > best.lineno and c.kind == "exception"
+                         and c.cause == best.cause and not _WATCHDOG_REPORT.search(c.line)), best)
         if best.cause == "segfault" and best.kind == "fatal":
             best = self._fault_after(best)
         rule = best.cause_rule
@@ -829,7 +836,7 @@ class Judge:
         while serving, not one logged as a warning)."""
         since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
         return next((c for c in self.causes if since <= c.lineno < best.lineno and c.cause == best.cause
-                     and c.cause_rule is not None and c.cause_rule.arose
+                     and c.cause_rule is not None and c.cause_rule.arose and not _WATCHDOG_REPORT.search(c.line)
                      and parse(c.line).level not in _HANDLED_LEVELS), best)
 
     def _fault_after(self, fault: Signal) -> Signal:

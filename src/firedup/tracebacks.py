@@ -43,6 +43,7 @@ _FRAME = re.compile(r"(?:\s+|> )File \"")
 _CARETS = re.compile(r"\s*[\^~]+\s*$")
 # loguru's backtrace marks the frame that raised with "> " instead of indenting it.
 _MARKED = "> File \""
+_FLAT_FRAME = "File \""
 # An exception line with no traceback around it: the name must say it is one
 # ("Error: X" alone is how Rust and Go programs report, not Python).
 BARE = re.compile(r"(?!Error:)(?:[A-Za-z_]\w*\.)*[A-Za-z_]*(?:Error|Exception)(?::\s.*)?$")
@@ -62,7 +63,7 @@ _MAX_SILENCE = 200
 
 class _Block:
     __slots__ = ("origin", "aliases", "lineno", "text", "level", "exceptions", "details", "frames", "frame", "state",
-                 "last", "before", "caught", "wrappers", "statement", "statements")
+                 "last", "before", "caught", "wrappers", "statement", "statements", "flat")
 
     def __init__(self, origin: str, lineno: int, text: str, level: str = "", aliases: set[str] | None = None):
         self.origin = origin
@@ -84,6 +85,8 @@ class _Block:
         self.state = "frames"  # frames → exception → (chain → frames …); torchscript → exception
         self.last = lineno
         self.before: tuple[int, str] | None = None  # the line before the header, for the reader to fill in
+        # the last line was a frame at the margin (a paste that lost its indent): its source line follows
+        self.flat = False
 
 
 class Assembler:
@@ -143,10 +146,20 @@ class Assembler:
             if block.state == "frames":
                 if msg[:1].isspace() or msg.startswith(_MARKED):
                     self.absorbed = True
+                    block.flat = False
                     if _FRAME.match(msg):
                         block.frame, block.statement = msg.lstrip(" >"), ""
                     elif not block.statement and not _CARETS.match(msg):
                         block.statement = msg.strip()
+                    return out
+                if msg.startswith(_FLAT_FRAME) or block.flat or (block.statement and _CARETS.match(msg)):
+                    # a traceback pasted with its indent lost: a frame at the margin, its source
+                    # line (whatever it looks like) right under it, then carets
+                    self.absorbed = True
+                    if msg.startswith(_FLAT_FRAME):
+                        block.frame, block.statement, block.flat = msg, "", True
+                    elif block.flat:
+                        block.statement, block.flat = msg.strip(), False
                     return out
                 if _IN_BLOCK.match(msg):
                     block.exceptions.append((lineno, line))
