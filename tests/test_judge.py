@@ -200,7 +200,8 @@ def test_a_server_shutting_itself_down_after_a_named_cause_while_serving_is_fail
            "Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 95.00 GiB of which 1.91 GiB is free.\n")
     down = "(APIServer pid=1) INFO:     Shutting down\n(APIServer pid=1) INFO:     Application shutdown complete.\n"
     run = Run()
-    run.log(VLLM_START + VLLM_READY + oom + down, at=5)
+    live = run.log(VLLM_START + VLLM_READY + oom + down, at=5)  # a watch that read it all at once
+    assert (live.outcome, live.cause) == ("failed", "cuda_oom")
     v = run.finish()
     assert v.outcome == "failed" and v.cause == "cuda_oom" and v.phase == "serving"
     assert v.evidence["line"] == oom.strip()

@@ -620,6 +620,8 @@ class Judge:
                 return self._verdict("stalled", now, self._evidence_of(self._before_stop()))
             return self._failed(now)
         if self.ready is not None:
+            if self.went_down:
+                return self._failed(now)  # it shut itself down after a root cause, before its ready was answered
             if self._ready_confirmed(now):
                 return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         elif self.candidates and (now - self.pending_since >= self.grace or self._quiet_after_exception(now)):
