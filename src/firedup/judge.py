@@ -659,10 +659,11 @@ class Judge:
         return min(times) if times else None
 
     def _cause_named(self) -> bool:
-        # a wrapper quoting the cause waits, like a line naming none, for the error it quotes;
+        # a wrapper quoting the cause waits, like a line naming none, for the error it quotes
+        # (NCCL's watchdog reporting a CUDA fault, for the worker's own exception);
         # a native crash, for its stack (which may name the library it died in)
         return any(_score(c) >= 3 and _score(c) != WRAPPER and c.cause != "segfault"
-                   for c in self.candidates or self.after_ready)
+                   and not _WATCHDOG_REPORT.search(c.line) for c in self.candidates or self.after_ready)
 
     def _settles(self, ready: Signal) -> bool:
         return ready.rule is not None and ready.rule.before_bind
