@@ -137,9 +137,10 @@ from .tracebacks import HEADER as _HEADER
 
 # A traceback a logger wrote at these levels is one the server handled.
 _HANDLED_LEVELS = ("WARNING", "INFO", "DEBUG")
-# A lookup that missed: what a handler catches to raise an error saying what
-# failed ("During handling of the above exception, another exception occurred").
-_LOOKUP_MISS = re.compile(r"(?:[\w.]+\.)?(?:KeyError|StopIteration|IndexError|LookupError)\b"
+# What a handler catches to raise an error that says what failed ("During
+# handling of the above exception, another exception occurred"): a lookup that
+# missed, or an exception with no message.
+_CAUGHT_TO_EXPLAIN = re.compile(r"(?:[\w.]+\.)?(?:KeyError|StopIteration|IndexError|LookupError)\b"
                           r"|RuntimeError: There is no current event loop"
                           r"|(?:[\w.]+\.)?\w*(?:Error|Exception)$")  # one with no message ("TimeoutError")
 # Kinds of lines that say where a start had got.
@@ -288,7 +289,7 @@ def _score(s: Signal) -> float:
         # rank 0: CUDA out of memory ...") comes after the error it quotes
         return WRAPPER if s.kind == "fatal" and s.rule is not None and s.rule.consequence else 4
     if s.kind == "exception" and (s.data.get("wraps") or (s.data.get("caught")
-                                                          and _LOOKUP_MISS.match(s.data.get("message", "")))):
+                                                          and _CAUGHT_TO_EXPLAIN.match(s.data.get("message", "")))):
         # what a handler caught, then raised the error that says what failed; a
         # wrapper whose message ends in the exception that says it (TorchScript's)
         return 1.5
@@ -355,7 +356,6 @@ class Judge:
         self._calm_lineno = 0  # the last line that showed the server going on
         self._stopping = False  # a shutdown line came after an exception
         self.went_down = False  # after ready, it shut itself down after a line naming a root cause
-        self._request_error = False  # a request's error since ready: a shutdown after it says nothing
         self._requests: list[int] = []  # the last lines that began a request's error
         self._request_span = (0, 0)  # the last request's error: the line that began it, its exception line
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
@@ -390,7 +390,7 @@ class Judge:
             return
         if kind == "stopping":
             self._stopping = self._stopping or bool(self.candidates)
-            if self.ready is not None and self.stopped is None and not self.fatal and not self._request_error \
+            if self.ready is not None and self.stopped is None and not self.fatal and not self._request_since_ready() \
                     and any(_score(c) == 4 for c in self.after_ready + self._went_down_on()):
                 self.went_down = True
             if self.ready is None and self.before_shutdown is None:
@@ -456,7 +456,6 @@ class Judge:
         elif kind == "benign":
             self._benign(s)
             if s.rule.request:
-                self._request_error = self.ready is not None
                 self._requests = [*self._requests[-7:], s.lineno]
         elif kind == "progress":
             self._progress(s, now)
@@ -503,6 +502,10 @@ class Judge:
         server answered that request with an error; the log ends on no failure."""
         start, end = self._request_span
         return 0 < start < s.lineno and not any(c.lineno > end for c in self.candidates + self.causes)
+
+    def _request_since_ready(self) -> bool:
+        """Whether a request's error came after ready: a shutdown after it says nothing."""
+        return self.ready is not None and bool(self._requests) and self._requests[-1] > self.ready.lineno
 
     def _went_down_on(self) -> list[Signal]:
         """The cause lines logged while serving (an allocator's OOM, no exception
