@@ -312,3 +312,22 @@ def test_a_restart_after_a_failure_is_read_from_vllms_2026_banner():
     sibling = "asr-1  | INFO:     Application startup complete.\n"
     verdict = diagnose(io.BytesIO((sibling + "voxtral-1  | " + banner.format(1)).encode()))
     assert verdict.outcome != "ready"
+
+
+def test_an_exception_group_is_read_down_to_the_exception_inside_it():
+    log = VLLM + "".join(line + "\n" for line in (
+        "ERROR 10-01 22:24:58 [core.py:1] EngineCore failed to start.",
+        "  + Exception Group Traceback (most recent call last):",
+        '  |   File "/usr/lib/python3.12/site-packages/anyio/_backends/_asyncio.py", line 678, in __aexit__',
+        "  |     raise BaseExceptionGroup(",
+        "  | ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)",
+        "  +-+---------------- 1 ----------------",
+        "    | Traceback (most recent call last):",
+        '    |   File "/usr/lib/python3.12/site-packages/vllm/worker/model_runner.py", line 72, in load_model',
+        "    |     self.model = get_model()",
+        "    | torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "    +------------------------------------",
+    ))
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert (verdict.outcome, verdict.cause) == ("failed", "cuda_oom")
+    assert verdict.evidence["line"] == "    | torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."

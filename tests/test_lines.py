@@ -103,3 +103,17 @@ def test_colour_codes_that_lost_their_escape_are_removed():
                 "←[36m(pid=860)←[0m INFO 04-16 10:27:44 [__init__.py:239] Automatically detected platform cuda."):
         assert parse(raw).message == "Automatically detected platform cuda." and parse(raw).origin == "(pid=860)"
     assert parse("Waited [2m] for it").message == "Waited [2m] for it"  # no reset code: not a colour
+
+
+def test_an_exception_groups_border_is_peeled_and_the_frames_keep_their_indent():
+    assert parse("  + Exception Group Traceback (most recent call last):").message == \
+        "Exception Group Traceback (most recent call last):"
+    assert parse('  |   File "/x/anyio/_backends/_asyncio.py", line 678, in __aexit__').message == \
+        '  File "/x/anyio/_backends/_asyncio.py", line 678, in __aexit__'
+    assert parse("    | AssertionError").message == "AssertionError"
+    assert parse("vllm-1  |     |     raise exc").message == "    raise exc"
+
+
+def test_a_bullet_is_not_an_exception_groups_border():
+    assert parse("INFO:tgi-server:        + Waiting for TGI server to be ready").message == \
+        "        + Waiting for TGI server to be ready"

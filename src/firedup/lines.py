@@ -38,6 +38,10 @@ _PREFIXES = [
         # (and not a vLLM record's own level: "ERROR 07-11 15:21:48 [x.py:1] ")
         r"(?:\s+(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\s+(?!\d\d-\d\d \d\d:)| |\t)"
     ),
+    # the border Python 3.11+ draws around an exception group and each exception in it
+    # ("  + Exception Group Traceback ...", "  |   File ...", "    | ValueError: x"); the
+    # one space after it only: the frames inside keep their indent
+    re.compile(r" {2,}(?:\+ (?=Exception Group Traceback)|\| (?= {0,8}\S))"),
     # a CI runner's timestamp (Buildkite, as vLLM's CI logs show it): "[2025-05-23T04:39:51Z] ";
     # one space only: a traceback's frames keep their indent
     re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\] "),
