@@ -314,8 +314,13 @@ def test_a_restart_after_a_failure_is_read_from_vllms_2026_banner():
     assert verdict.outcome != "ready"
 
 
+def read(*lines: str):
+    return diagnose(io.BytesIO("".join(line + "\n" for line in lines).encode()))
+
+
 def test_an_exception_group_is_read_down_to_the_exception_inside_it():
-    log = VLLM + "".join(line + "\n" for line in (
+    verdict = read(
+        VLLM.rstrip("\n"),
         "ERROR 10-01 22:24:58 [core.py:1] EngineCore failed to start.",
         "  + Exception Group Traceback (most recent call last):",
         '  |   File "/usr/lib/python3.12/site-packages/anyio/_backends/_asyncio.py", line 678, in __aexit__',
@@ -327,7 +332,34 @@ def test_an_exception_group_is_read_down_to_the_exception_inside_it():
         "    |     self.model = get_model()",
         "    | torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
         "    +------------------------------------",
-    ))
-    verdict = diagnose(io.BytesIO(log.encode()))
-    assert (verdict.outcome, verdict.cause) == ("failed", "cuda_oom")
-    assert verdict.evidence["line"] == "    | torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    )
+    assert (verdict.outcome, verdict.cause, verdict.evidence["line"]) == (
+        "failed", "cuda_oom", "    | torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+
+
+def test_a_traceback_inside_an_indented_message_is_read_to_its_exception():
+    # Ray Serve's status quotes the replica's traceback in a YAML block, every line indented
+    verdict = read(
+        "  qwen2-vl-72b-instruct:",
+        "    status: DEPLOY_FAILED",
+        "    message: Failed to update the deployments ['VLLMDeployment'].",
+        "    last_deployed_time_s: 1741284567.6790574",
+        "    deployments:",
+        "      VLLMDeployment:",
+        "        status: DEPLOY_FAILED",
+        "        message: |-",
+        "          The deployment failed to start 3 times in a row. Error:",
+        "          ray::ServeReplica:VLLMDeployment.initialize_and_get_metadata() (pid=1535, ip=10.191.48.218)",
+        '            File "/usr/lib/python3.10/concurrent/futures/_base.py", line 403, in __get_result',
+        "              raise self._exception",
+        '            File "/venv/lib/python3.10/site-packages/ray/serve/_private/replica.py", line 965, in initialize',
+        "              raise RuntimeError(traceback.format_exc()) from None",
+        "          RuntimeError: Traceback (most recent call last):",
+        '            File "/venv/lib/python3.10/site-packages/vllm/worker/worker.py", line 150, in init_device',
+        "              torch.cuda.set_device(self.device)",
+        "          RuntimeError: No CUDA GPUs are available",
+        "  qwen2-vl-72b-instruct-pt2:",
+        "    status: DEPLOYING",
+    )
+    assert (verdict.outcome, verdict.cause, verdict.evidence["line"]) == (
+        "failed", "gpu_unavailable", "          RuntimeError: No CUDA GPUs are available")

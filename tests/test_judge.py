@@ -258,10 +258,55 @@ def test_a_traceback_pasted_without_its_indent_is_still_one_traceback():
             "AssertionError: Expected reading 32 frames, but only loaded 17 frames from video.\n")
     v = _failed(VLLM_START + flat)
     assert v.evidence["line"].startswith("AssertionError: Expected reading 32 frames")
-    # under uvicorn's "Exception in ASGI application" it is a request's, and the server went on
+    # under uvicorn's "Exception in ASGI application" it is a request's: the server took a request
     run = Run()
     run.log(VLLM_START + "ERROR:    Exception in ASGI application\n" + flat, at=1)
-    assert run.finish().outcome == "incomplete"
+    v = run.finish()
+    assert v.outcome == "ready" and v.evidence["line"] == "ERROR:    Exception in ASGI application"
+
+
+REQUEST_500 = 'INFO:     59.82.59.90:0 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error\n'
+SGLANG_REQUEST_ERROR = ("[2025-07-16 14:47:06] Error in request: \n"
+                        "Traceback (most recent call last):\n"
+                        '  File "/sgl/python/sglang/srt/function_call/kimik2_detector.py", line 217, in structure_info\n'
+                        "    raise NotImplementedError()\n"
+                        "NotImplementedError\n")
+
+
+def test_a_window_of_requests_answered_with_errors_is_a_server_that_serves():
+    # pasted while serving: an access line's 500, then the request's traceback
+    run = Run()
+    run.log(REQUEST_500 + SGLANG_REQUEST_ERROR)
+    v = run.finish()
+    assert v.outcome == "ready" and v.evidence["line"] == REQUEST_500.strip()
+    # watched live, with no probe to ask, the silence after it says the same
+    live = Run(stall=60)
+    live.log(REQUEST_500 + SGLANG_REQUEST_ERROR, at=1)
+    assert live.idle(at=2) is None
+    v = live.judge.decide(62)
+    assert v.outcome == "ready" and v.evidence["line"] == REQUEST_500.strip()
+
+
+def test_a_warm_up_request_that_fails_says_why_the_start_failed():
+    # SGLang's HTTP server is up and its own warm-up request fails on the API: no ready,
+    # and the request's traceback is the start's
+    run = Run()
+    run.log(SGLANG_ARGS
+            + "[2025-12-09 03:00:38] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)\n"
+            + '[2025-12-09 03:00:39] INFO:     127.0.0.1:53916 - "GET /get_model_info HTTP/1.1" 200 OK\n'
+            + "[2025-12-09 03:00:39] Error in request: Unimplemented model type: qwen2_5_vl_text\n"
+            + "Traceback (most recent call last):\n"
+            + '  File "/sgl/python/sglang/srt/entrypoints/openai/serving_base.py", line 112, in handle_request\n'
+            + "    return await self._handle_non_streaming_request(\n"
+            + "RuntimeError: Unimplemented model type: qwen2_5_vl_text\n"
+            + '[2025-12-09 03:00:39] INFO:     127.0.0.1:53922 - "POST /v1/chat/completions HTTP/1.1" 500 Internal '
+              "Server Error\n"
+            + "[2025-12-09 03:00:39] Initialization failed. warmup error: Traceback (most recent call last):\n"
+            + '  File "/sgl/python/sglang/srt/entrypoints/http_server.py", line 1, in _wait_and_warmup\n'
+            + "AssertionError: {\"object\":\"error\",\"message\":\"Internal server error\"}\n")
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", "warmup_failed")
+    assert v.evidence["line"] == "RuntimeError: Unimplemented model type: qwen2_5_vl_text"
 
 
 # -- deadlines ---------------------------------------------------------------

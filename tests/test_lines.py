@@ -117,3 +117,10 @@ def test_an_exception_groups_border_is_peeled_and_the_frames_keep_their_indent()
 def test_a_bullet_is_not_an_exception_groups_border():
     assert parse("INFO:tgi-server:        + Waiting for TGI server to be ready").message == \
         "        + Waiting for TGI server to be ready"
+
+
+def test_a_prefix_on_an_otherwise_blank_line_leaves_a_blank_line():
+    # rstrip took the space the prefix ends with; the blank line keeps a traceback's chain together
+    for prefix in ("0:", "[pod/vllm-0/server]", "vllm-1  |", "[2025-05-23T04:39:51Z]", "2025-05-23 10:00:00"):
+        assert parse(prefix).message == "", prefix
+    assert parse("12").message == "12"

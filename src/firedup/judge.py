@@ -357,6 +357,7 @@ class Judge:
         self._stopping = False  # a shutdown line came after an exception
         self.went_down = False  # after ready, it shut itself down after a line naming a root cause
         self._requests: list[int] = []  # the last lines that began a request's error
+        self.first_request: Signal | None = None  # a request's error: the first line that shows it answered
         self._request_span = (0, 0)  # the last request's error: the line that began it, its exception line
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
         self.last_read: Signal | None = None  # the last line a rule read before any stop
@@ -457,6 +458,9 @@ class Judge:
             self._benign(s)
             if s.rule.request:
                 self._requests = [*self._requests[-7:], s.lineno]
+            if (s.rule.request or s.rule.served) and (self.first_request is None or s.rule.served
+                                                      and not self.first_request.rule.served):
+                self.first_request = s
         elif kind == "progress":
             self._progress(s, now)
         elif kind == "cause":
@@ -476,8 +480,10 @@ class Judge:
         elif kind in ("exception", "traceback"):
             if s.data.get("level") in _HANDLED_LEVELS:
                 self._unused(s, "handled")  # logged as a warning: the server handled it
-            elif s.data.get("traceback", 0) - 1 in self._requests:
-                self._unused(s, "request")  # a request's: the server answered it with an error and went on
+            elif s.data.get("traceback", 0) - 1 in self._requests and not (self.warming_up and self.ready is None):
+                # a request's: the server answered it with an error and went on (the
+                # server's own warm-up request's says why a start failed)
+                self._unused(s, "request")
                 self._request_span = (s.data["traceback"] - 1, s.lineno)
             elif self.ready is not None and not self.fatal:
                 self.after_ready.append(s)
@@ -643,6 +649,8 @@ class Judge:
             if self._ended_up() and self.confirm is None:
                 # silent once its API server started, and no probe to ask: up, as a finished log reads
                 return self._verdict("ready", now, self._evidence_of(self.up))
+            if self._only_requests() and self.confirm is None:
+                return self._verdict("ready", now, self._evidence_of(self.first_request))  # it takes requests
             return self._verdict("stalled", now, self._where_it_got())
         return None
 
@@ -694,6 +702,8 @@ class Judge:
             return self._failed(now)
         if self.ready is not None:
             return self._verdict("ready", now, self._evidence_of(self._ready_line()))
+        if self._only_requests():
+            return self._verdict("ready", now, self._evidence_of(self.first_request))
         if self._ended_up():
             return self._verdict("ready", now, self._evidence_of(self.up))
         if self.stopped is not None:
@@ -702,6 +712,15 @@ class Judge:
         where = self._where_it_got()
         return self._verdict("incomplete", now, where, explanation=INCOMPLETE_EXPLANATION if where else
                              EMPTY_EXPLANATION, remedy=INCOMPLETE_REMEDY)
+
+    def _only_requests(self) -> bool:
+        """Whether a finished log with no ready line goes on, after whatever of its
+        start it shows, with requests the server answered with errors (their
+        tracebacks the requests'): a server that takes requests is up. Not where its
+        HTTP server was read coming up before ready: SGLang's warm-up request may
+        fail on its API before its ready line."""
+        return self.first_request is not None and self.up is None and not self.warming_up \
+            and self.stopped is None
 
     def _ended_up(self) -> bool:
         """Whether a log with no ready line ends with its HTTP server starting

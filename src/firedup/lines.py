@@ -138,13 +138,15 @@ def parse(raw: str) -> Line:
     text = clean(raw)
     message = text
     origin = level = outer = ""
-    collector = _COLLECTOR.match(message)
-    if collector is not None and collector.end() < len(message):
+    # a prefix whose line is otherwise blank lost its trailing space to rstrip: it is
+    # matched with it, and leaves the blank line (which keeps a traceback's chain together)
+    collector = _COLLECTOR.match(message + " ")
+    if collector is not None:
         origin = outer = collector.group("origin") or ""
         message = message[collector.end():]
     for _ in range(6):
-        m = _PREFIX.match(message)
-        if m is None or m.end() == len(message):
+        m = _PREFIX.match(message + " ")
+        if m is None or not message:
             break
         origin_group, level_group = _PREFIX_GROUPS[m.lastgroup or ""]
         origin = origin_group and m.group(origin_group) or origin

@@ -63,7 +63,7 @@ _MAX_SILENCE = 200
 
 class _Block:
     __slots__ = ("origin", "aliases", "lineno", "text", "level", "exceptions", "details", "frames", "frame", "state",
-                 "last", "before", "caught", "wrappers", "statement", "statements", "flat")
+                 "last", "before", "caught", "wrappers", "statement", "statements", "flat", "margin")
 
     def __init__(self, origin: str, lineno: int, text: str, level: str = "", aliases: set[str] | None = None):
         self.origin = origin
@@ -87,6 +87,9 @@ class _Block:
         self.before: tuple[int, str] | None = None  # the line before the header, for the reader to fill in
         # the last line was a frame at the margin (a paste that lost its indent): its source line follows
         self.flat = False
+        # the indent of a traceback printed inside an indented message (Ray Serve's status,
+        # a YAML block): its exception line has it, its frames more
+        self.margin = 0
 
 
 class Assembler:
@@ -133,11 +136,15 @@ class Assembler:
                 and self._before[1] == origin else ""
             aliases = {line.origin, line.outer} - {origin, ""}
             self.block = self._blocks[origin] = _Block(origin, lineno, line.text, level, aliases)
+            self.block.margin = len(msg) - len(msg.lstrip(" "))
             return self._expire(lineno, out)
         if block is not None:
             block.last = lineno
             self.consumed = True
             self.block = block
+            if block.margin and msg[:block.margin].isspace() and not msg[block.margin:block.margin + 1].isspace():
+                msg = msg[block.margin:]
+                line = line._replace(message=msg)
             if not msg:
                 # a record's empty line ("ERROR 06-10 16:33:51 [core.py:398]" alone): the
                 # blank line between an exception and its chain, as a logger prints it

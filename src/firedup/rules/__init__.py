@@ -85,14 +85,16 @@ class Rule:
     # the server goes on.
     until_ready: bool = False
     # A ready line that proves the server serves (a request it answered 200),
-    # not where it came up: the last ``up`` line before it is the evidence.
+    # not where it came up: the last ``up`` line before it is the evidence. On a
+    # benign line (an access line's 500): the server answered a request with an error.
     served: bool = False
     up: bool = False  # the server says its HTTP server is up (uvicorn's "Application startup complete.")
     # The end of an offline run's batch (no HTTP server, no ready line): its engine
     # was up; the evidence is the last start-up line before it.
     offline: bool = False
     # A line that begins a request's error (uvicorn's "Exception in ASGI
-    # application"): the failures after it are that request's, which the server survives.
+    # application"): the failures after it are that request's, which the server
+    # survives. A window of nothing else is a server that takes requests.
     request: bool = False
     # A ready line that means ready only once a line of one of these rules was read (llama.cpp's
     # "model loaded" after its early socket); before it, the listening line follows.
