@@ -287,6 +287,28 @@ def test_a_window_of_requests_answered_with_errors_is_a_server_that_serves():
     assert v.outcome == "ready" and v.evidence["line"] == REQUEST_500.strip()
 
 
+def test_a_requests_traceback_that_ends_in_the_engines_death_is_the_engines_failure():
+    # vLLM V0 raises into every request what killed its engine loop, ending in AsyncEngineDeadError
+    log = (REQUEST_500 + "ERROR:    Exception in ASGI application\n"
+           "Traceback (most recent call last):\n"
+           '  File "/v/vllm/engine/async_llm_engine.py", line 499, in engine_step\n'
+           "    request_outputs = await self.engine.step_async()\n"
+           "asyncio.exceptions.TimeoutError\n"
+           "\n"
+           "The above exception was the direct cause of the following exception:\n"
+           "\n"
+           "Traceback (most recent call last):\n"
+           '  File "/v/vllm/engine/async_llm_engine.py", line 42, in _raise_exception_on_finish\n'
+           "    raise AsyncEngineDeadError(\n"
+           "vllm.engine.async_llm_engine.AsyncEngineDeadError: Background loop has errored already\n")
+    v = _failed(log)
+    assert (v.cause, v.evidence["line"]) == ("other", "asyncio.exceptions.TimeoutError")
+    # a request's own error, with no engine death in it, stays the request's
+    run = Run()
+    run.log(REQUEST_500 + SGLANG_REQUEST_ERROR)
+    assert run.finish().outcome == "ready"
+
+
 def test_a_warm_up_request_that_fails_says_why_the_start_failed():
     # SGLang's HTTP server is up and its own warm-up request fails on the API: no ready,
     # and the request's traceback is the start's

@@ -472,6 +472,8 @@ class Judge:
             if not self.fatal and self.ready is None:
                 self._set_ready(s, now)
         elif kind == "fatal":
+            if s.rule is not None and s.rule.consequence and 0 < self._request_span[1] == s.lineno:
+                self._engines_after_all(now)
             self._fail(s, now)
             self.fatal = True
         elif kind == "last_words":
@@ -508,6 +510,20 @@ class Judge:
         server answered that request with an error; the log ends on no failure."""
         start, end = self._request_span
         return 0 < start < s.lineno and not any(c.lineno > end for c in self.candidates + self.causes)
+
+    def _engines_after_all(self, now: float) -> None:
+        """A request's traceback that ends in the engine reporting itself dead (V0's
+        "AsyncEngineDeadError: Background loop has errored already", raised from
+        what killed its loop): its exceptions are the engine's failure, not the
+        request's."""
+        start, end = self._request_span
+        ours = [c for c, why in self.unused if why == "request" and start < c.lineno <= end]
+        self.unused = [(c, why) for c, why in self.unused if not (why == "request" and start < c.lineno <= end)]
+        for c in ours:
+            if self.ready is not None:
+                self.after_ready.append(c)
+            else:
+                self._fail(c, now)
 
     def _request_since_ready(self) -> bool:
         """Whether a request's error came after ready: a shutdown after it says nothing."""
@@ -850,8 +866,16 @@ class Judge:
         what = next((c for c in candidates if c.data.get("what") and 0 < c.lineno - best.lineno <= 2), None)
         if what is not None:
             return what
-        return next((c for c in candidates if c.kind == "fatal" and 0 < best.lineno - c.lineno <= CONTEXT_LINES
-                     and c.rule is not None and not c.rule.consequence), best)
+        fatal = next((c for c in candidates if c.kind == "fatal" and 0 < best.lineno - c.lineno <= CONTEXT_LINES
+                      and c.rule is not None and not c.rule.consequence), None)
+        if fatal is not None:
+            return fatal
+        # an engine reporting itself dead, raised from what killed it: the last
+        # exception of its chain before it that names no consequence of its own
+        chain = best.data.get("traceback")
+        return next((c for c in reversed(candidates) if chain is not None and c.data.get("traceback") == chain
+                     and c.data.get("caught") and c.lineno < best.lineno
+                     and (c.cause_rule is None or not c.cause_rule.consequence)), best)
 
     def _where_it_arose(self, best: Signal) -> Signal:
         """A root that says only that a library failed ("NCCL error: unhandled
