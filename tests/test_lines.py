@@ -121,6 +121,7 @@ def test_a_bullet_is_not_an_exception_groups_border():
 
 def test_a_prefix_on_an_otherwise_blank_line_leaves_a_blank_line():
     # rstrip took the space the prefix ends with; the blank line keeps a traceback's chain together
-    for prefix in ("0:", "[pod/vllm-0/server]", "vllm-1  |", "[2025-05-23T04:39:51Z]", "2025-05-23 10:00:00", "     12"):
+    for prefix in ("0:", "[pod/vllm-0/server]", "vllm-1  |", "[2025-05-23T04:39:51Z]", "2025-05-23 10:00:00",
+                   "     12"):
         assert parse(prefix).message == "", prefix
     assert parse("12").message == "12"
