@@ -242,17 +242,20 @@ def test_url_from_the_command_line(argv, family, url):
     assert derive_url(argv, family) == url
 
 
-def test_ctrl_c_stops_the_whole_group(tmp_path):
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_stops_the_whole_group_and_says_so(tmp_path, sig, code):
+    # SIGTERM is how timeout(1), a cancelled CI job and systemd stop firedup
     body = ("import subprocess\n"
             "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
             f"print({ARGS!r}, flush=True)\ntime.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-m", "firedup", "launch", "--name", "c", "--json", "--",
-                             *script(tmp_path, body)], stdout=subprocess.PIPE)
+                             *script(tmp_path, body)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     start = json.loads(proc.stdout.readline())
     time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=30) == 130
+    proc.send_signal(sig)
+    assert proc.wait(timeout=30) == code
     assert not group_alive(start["pid"])
+    assert "stopped the server's process group" in proc.stderr.read().decode()
 
 
 def test_attach_streams_the_log_until_the_server_exits(tmp_path):

@@ -207,8 +207,9 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
                   expect=memory.expectation() if memory else None, listening_before={h.inode for h in holders})
     try:
         verdict = _decided(watch.run())
-    except BaseException:  # Ctrl-C, or firedup itself failing: no orphans holding GPUs
-        pgroup.stop_group(popen.pid, stop_grace, popen.poll)
+    except BaseException as e:  # Ctrl-C, SIGTERM, or firedup itself failing: no orphans holding GPUs
+        how = pgroup.stop_group(popen.pid, stop_grace, popen.poll)
+        e.add_note(f"stopped the server's process group ({how}), log {log_path}")
         raise
     if memory is not None:
         verdict = memory.remember(verdict, kind="launch", name=name, log=str(log_path),

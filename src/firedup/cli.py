@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -240,10 +241,22 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE_ERROR
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (timeout(1), a cancelled CI job, systemd): stopped as Ctrl-C stops it,
+    so a server being started is not left running."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def run() -> None:
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except KeyboardInterrupt as e:
+        # what was stopped on the way out (a server's process group), as its notes say
+        print("firedup: " + "; ".join(["interrupted", *getattr(e, "__notes__", [])]), file=sys.stderr)
+        sys.exit(143 if isinstance(e, Terminated) else 130)
     except BrokenPipeError:
         sys.exit(1)
