@@ -103,8 +103,9 @@ _PREFIX, _PREFIX_GROUPS = _one_of(_PREFIXES)
 # server wrote: Slurm's "srun --label" task number ("0: "), "kubectl logs
 # --prefix" ("[pod/vllm-0/server] "), stern's pod and container ("vllm-7d9c6b5f4-x2k8p
 # vllm ": a Deployment's pod, by its two hashes) and kubetail's pod ("[vllm-7d9c6b5f4-x2k8p] ").
-# A file shown with its line numbers (cat -n: "    12\t"; a blank line, its number alone) too. Only at the very start: a
-# message of the server's own may begin with a number and a colon.
+# A file shown with its line numbers (cat -n: "    12\t"; a blank line, its number
+# alone) too. Only at the very start: a message of the server's own may begin with a
+# number and a colon.
 _COLLECTOR = re.compile(r"\d{1,4}: | *\d{1,7}\t| +\d{1,7} $|(?P<origin>\[pod/[\w.-]+/[\w.-]+\]"
                         r"|\[?[a-z0-9][a-z0-9.-]*-[a-z0-9]{8,10}-[a-z0-9]{5}(?:\]| [a-z0-9][a-z0-9-]*)) ")
 _EMPTY_RECORD = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
