@@ -4,7 +4,10 @@ stdin, files still being written, unreadable paths; and the CLI's contract."""
 import io
 import json
 import os
+import re
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -205,6 +208,29 @@ def test_cli_usage_errors():
     assert run_cli("diagnose").returncode == 2
     proc = run_cli("diagnose", "--server", "nope", os.devnull)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr.decode()
+
+
+def test_output_closed_by_its_reader_ends_quietly():
+    """`firedup ... | head`: the reader went away; no error line, no traceback."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "firedup", "diagnose", "--json", "-"], input=b"hello\n",
+                              stdout=write, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (141, b"")
+
+
+@pytest.mark.parametrize("command", ["watch", "launch"])
+def test_help_states_the_exit_codes_of_the_contract(command):
+    contract = (Path(__file__).parents[1] / "docs" / "contract.md").read_text()
+    table = contract.split("## Outcomes and exit codes")[1].split("\n\n")[1]
+    codes = {code for row in table.splitlines()[2:] for code in re.findall(r"\b\d+\b", row.split("|")[2])}
+    codes -= {"5", "141"}  # incomplete: diagnose only; a closed output: nobody reads help there
+    text = " ".join(run_cli(command, "--help").stdout.decode().split())
+    stated = set(re.findall(r"\b(\d+) (?:ready|failed|bad input|stalled|timeout|Ctrl-C|SIGTERM)", text))
+    assert stated == codes
 
 
 def test_every_error_is_a_firedup_error_and_a_bug_shows_its_traceback(monkeypatch, capsys):

@@ -169,9 +169,13 @@ def test_a_server_started_after_the_watch_on_an_existing_log_is_found_as_its_wri
 
 
 def test_a_log_that_never_appears_says_so(tmp_path):
-    proc = run_cli("watch", "--json", "--stall", "1", str(tmp_path / "no" / "such.log"))
-    verdict = json.loads(proc.stdout.splitlines()[-1])
-    assert verdict["outcome"] == "stalled" and "never appeared" in verdict["notes"][0]
+    log = tmp_path / "no" / "such.log"
+    proc = run_cli("watch", "--json", "--stall", "1", str(log))
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert {"t": 0.0, "event": "waiting", "log": str(log)} in events  # said at once, not only at the verdict
+    assert events[-1]["outcome"] == "stalled" and "never appeared" in events[-1]["notes"][0]
+    plain = run_cli("watch", "--stall", "1", str(log)).stdout.decode()
+    assert f"waiting: {log} does not exist yet" in plain and "None" not in plain
 
 
 LISTENER = textwrap.dedent("""

@@ -62,9 +62,9 @@ def _rate(text: str) -> float:
     return value
 
 
-def _live_options(p: argparse.ArgumentParser) -> None:
+def _live_options(p: argparse.ArgumentParser, url_default: str) -> None:
     p.add_argument("--server", choices=SERVERS, help="server family (default: detect)")
-    p.add_argument("--url", help="the server's base URL for health probes (default: from --host/--port)")
+    p.add_argument("--url", help=f"the server's base URL for health probes (default: {url_default})")
     p.add_argument("--stall", type=_seconds, default=STALL,
                    help=f"seconds without progress evidence before 'stalled' (default {STALL:g})")
     p.add_argument("--timeout", type=_seconds, help="hard cap in seconds (default: none while it progresses)")
@@ -165,7 +165,8 @@ def parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("watch", help="follow a server's log live until it is ready, failed or stalled",
                        description="Follow a log (tail -F: waits for it, follows rotation) or - (standard input) "
-                                   "to a verdict. Exit code: 0 ready, 1 failed, 2 bad input, 3 stalled, 4 timeout.")
+                                   "to a verdict. Exit code: 0 ready, 1 failed, 2 bad input, 3 stalled, 4 timeout, "
+                                   "130 Ctrl-C, 143 SIGTERM.")
     w.add_argument("targets", nargs="+", metavar="target",
                    help="log file, ssh://[user@]host[:port]/abs/path, slurm://[[user@]host/]JOBID (through that login "
                         "node), or - for standard input; "
@@ -176,7 +177,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--quiet", type=_seconds, default=QUIET,
                    help="with no process known (no --pid, no writer found): seconds of silence after a fatal "
                         f"exception that make it failed (default {QUIET:g})")
-    _live_options(w)
+    _live_options(w, "none: the log alone decides")
     _ssh_options(w)
     _ledger_option(w)
 
@@ -184,7 +185,8 @@ def parser() -> argparse.ArgumentParser:
                         description="Start CMD detached (own session, output to a log file), follow it live, "
                                     "and exit with the verdict. Ready: it keeps running. Failed, timeout or "
                                     "Ctrl-C: its process group is stopped. Stalled: left running unless "
-                                    "--kill-on-stall.")
+                                    "--kill-on-stall. Exit code: 0 ready, 1 failed, 2 bad input, 3 stalled, "
+                                    "4 timeout, 130 Ctrl-C, 143 SIGTERM.")
     la.add_argument("--name", help="a name for firedup stop / ps (default: family and time)")
     la.add_argument("--log", help="log file (default: under ~/.local/state/firedup/logs)")
     la.add_argument("--attach", action="store_true", help="after ready, stay and stream the log; Ctrl-C stops it")
@@ -193,7 +195,7 @@ def parser() -> argparse.ArgumentParser:
                                    "with --slurm, the login node that submits and follows the job")
     _port_check_option(la)
     _slurm_options(la)
-    _live_options(la)
+    _live_options(la, "from the server command's own --host/--port, or its family's default port")
     _ssh_options(la)
     _ledger_option(la)
     la.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the server's command line")
@@ -216,7 +218,7 @@ def parser() -> argparse.ArgumentParser:
     rn = sub.add_parser("run", help="launch, wait until ready, benchmark, record, stop: the whole loop")
     rn.add_argument("--name", help="a name for the server")
     rn.add_argument("--server", choices=SERVERS)
-    rn.add_argument("--url", help="the server's base URL (default: from --host/--port)")
+    rn.add_argument("--url", help="the server's base URL (default: from the server command's own --host/--port)")
     rn.add_argument("--stall", type=_seconds, default=STALL)
     rn.add_argument("--timeout", type=_seconds)
     _port_check_option(rn)

@@ -31,6 +31,7 @@ from .sinks.events import JsonEvents
 from .sinks.live import LiveView, PlainView
 
 USAGE_ERROR = 2  # a FiredupError: bad arguments, an unreadable log, an unreachable host
+PIPE_CLOSED = 141  # the reader of the output went away, as the shell reports a process SIGPIPE ended
 
 
 def _sinks(args: argparse.Namespace, console: Console, title: str) -> list[Sink]:
@@ -236,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     args = options.parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
+    except BrokenPipeError:
+        raise  # not the user's input: the reader of our output went away
     except (FiredupError, OSError) as e:  # OSError: the system's answer (a file, a socket, a permission)
         print(f"firedup: {e}", file=sys.stderr)
         return USAGE_ERROR
@@ -259,4 +262,7 @@ def run() -> None:
         print("firedup: " + "; ".join(["interrupted", *getattr(e, "__notes__", [])]), file=sys.stderr)
         sys.exit(143 if isinstance(e, Terminated) else 130)
     except BrokenPipeError:
-        sys.exit(1)
+        # The reader went away (a pipe into head): nothing to say, and the
+        # output still buffered must not fail again as the interpreter exits.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(PIPE_CLOSED)

@@ -117,6 +117,8 @@ class Watch:
                else "-")
         self._emit(0.0, "start", server=self.engine.family, log=log,
                    pid=self.exit_watch.pid if self.exit_watch else None, url=self.prober.url if self.prober else None)
+        if self.follower is not None and not self.follower.exists:
+            self._emit(0.0, "waiting", log=self.follower.path)
         if self.expect:
             self._emit(0.0, "expect", **self.expect)
         self._look_for_writer(sel, self.started)

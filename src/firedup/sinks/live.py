@@ -20,6 +20,10 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 60:02d}:{seconds % 60:02d}"
 
 
+def _waiting(log: str) -> str:
+    return f"{log} does not exist yet; it is followed from when it appears"
+
+
 def phase_line(phases: dict[str, float]) -> str:
     return ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases.items() if seconds >= 0.5)
 
@@ -66,6 +70,8 @@ class LiveView:
         if name in ("phase", "warning", "exit"):
             what = fields.get("phase") or fields.get("line") or fields.get("code")
             self.live.console.print(Text(f"{_clock(t)} {name}: {what}", "dim"))
+        elif name == "waiting":
+            self.live.console.print(Text(f"{_clock(t)} waiting: {_waiting(fields['log'])}", "dim"))
 
     def update(self, view: dict[str, Any]) -> None:
         grid = Table.grid(padding=(0, 1))
@@ -122,12 +128,14 @@ class PlainView:
             text = fields["line"]
         elif name == "config":
             text = ", ".join(f"{k}={v}" for k, v in list(fields["config"].items())[:6])
+        elif name == "waiting":
+            text = _waiting(fields["log"])
         elif name == "expect":
             runs = fields["runs"]
             text = (f"usually ready after {fields['ready_after']:.0f} s ({runs} run{'s' if runs != 1 else ''}): "
                     + ", ".join(f"{p} {s:.0f} s" for p, s in fields["phases"].items()))
-        else:
-            text = " ".join(f"{k}={v}" for k, v in fields.items())
+        else:  # what is not known yet (no --pid, no URL, the family) is left out
+            text = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
         self.console.print(Text(f"[{t:7.1f}s] {name}: {text}"), overflow="ellipsis", no_wrap=True, soft_wrap=False)
 
     def update(self, view: dict[str, Any]) -> None:
