@@ -309,6 +309,74 @@ def test_a_requests_traceback_that_ends_in_the_engines_death_is_the_engines_fail
     assert run.finish().outcome == "ready"
 
 
+# the frames of a request's traceback as uvicorn, starlette and fastapi print them (its header cut off)
+REQUEST_FRAMES = ('  File "/py/site-packages/uvicorn/protocols/http/httptools_impl.py", line 409, in run_asgi\n'
+                  "    result = await app(  # type: ignore[func-returns-value]\n"
+                  '  File "/py/site-packages/fastapi/routing.py", line 212, in run_endpoint_function\n'
+                  "    return await dependant.call(**values)\n"
+                  '  File "/py/site-packages/vllm/multimodal/video.py", line 136, in load_bytes\n'
+                  '    assert i == num_frames, (f"Expected reading {num_frames} frames, "\n'
+                  "AssertionError: Expected reading 32 frames, but only loaded 17 frames from video.\n")
+
+
+def test_a_window_that_starts_inside_a_requests_traceback_is_a_server_that_serves():
+    # its frames say a request was being answered; the access line after says it was, with an error
+    run = Run()
+    run.log(REQUEST_FRAMES + REQUEST_500)
+    v = run.finish()
+    assert v.outcome == "ready" and v.evidence["line"] == REQUEST_500.strip()
+    assert "answered requests" in v.notes[0]
+    # the same error raised at start-up (lifespan, no request's frames) is the start's failure
+    startup = REQUEST_FRAMES.replace("uvicorn/protocols/http/httptools_impl.py", "starlette/routing.py").replace(
+        "run_asgi", "lifespan").replace("fastapi/routing.py", "fastapi/applications.py").replace(
+        "run_endpoint_function", "startup")
+    assert _failed(startup).evidence["line"].startswith("AssertionError: Expected reading 32 frames")
+
+
+def test_a_requests_traceback_raised_in_vllms_engine_loop_is_the_engines_failure():
+    # V0 raises what killed its background loop into the request that awaited it
+    engine = REQUEST_FRAMES.replace(
+        '  File "/py/site-packages/vllm/multimodal/video.py"',
+        '  File "/v/vllm/engine/async_llm_engine.py", line 498, in run_engine_loop\n'
+        "    has_requests_in_progress = await asyncio.wait_for(\n"
+        '  File "/py/site-packages/vllm/multimodal/video.py"')
+    v = _failed(VLLM_START + "ERROR:    Exception in ASGI application\nTraceback (most recent call last):\n" + engine)
+    assert v.evidence["line"].startswith("AssertionError: Expected reading 32 frames")
+
+
+def test_a_traceback_cut_off_before_its_exception_points_at_the_line_it_got_to():
+    cut = ("Traceback (most recent call last):\n"
+           '  File "/v/vllm/model_executor/models/mllama.py", line 1392, in forward\n'
+           "    assert actual_len >= last_group_len\n")
+    v = _failed(VLLM_START + cut)
+    assert v.evidence["line"] == "    assert actual_len >= last_group_len"
+    # a window of an error record's frames alone, cut off too, the same; frames with no level say nothing
+    record = "".join(f"ERROR 01-01 00:00:09 [core.py:1] {line}\n" for line in cut.splitlines()[1:])
+    v = _failed(VLLM_START + record)
+    assert v.evidence["line"] == "ERROR 01-01 00:00:09 [core.py:1]     assert actual_len >= last_group_len"
+    run = Run()
+    run.log(VLLM_START + '  File "/l/lmdeploy/vl/engine.py", line 121, in preprocess\n    outputs = await future\n')
+    assert run.finish().outcome == "incomplete"
+    # frames with the log going on after them (a stack printed, no error) are no failure
+    run = Run()
+    run.log(VLLM_START + cut.split("\n", 1)[1] + "INFO 01-01 00:00:09 [gpu_model_runner.py:1] Loading model\n")
+    assert run.finish().outcome != "failed"
+
+
+def test_a_wrapper_quoting_another_workers_exception_gives_way_to_it():
+    wrapper = ("(VllmWorkerProcess pid=8990) ERROR 01-07 13:38:08 [w.py:236] ValueError: Error in model execution "
+               "(input dumped to /tmp/err.pkl): Attempted to assign 1 x 2074 = 2074 multimodal tokens to 2040 "
+               "placeholders\n")
+    root = ("(VllmWorkerProcess pid=8992) ERROR 01-07 13:38:08 [w.py:236] Traceback (most recent call last):\n"
+            '(VllmWorkerProcess pid=8992) ERROR 01-07 13:38:08 [w.py:236]   File "/v/x.py", line 1, in f\n'
+            "(VllmWorkerProcess pid=8992) ERROR 01-07 13:38:08 [w.py:236]     raise ValueError(\n"
+            "(VllmWorkerProcess pid=8992) ERROR 01-07 13:38:08 [w.py:236] ValueError: Attempted to assign "
+            "1 x 2074 = 2074 multimodal tokens to 2040 placeholders\n")
+    v = _failed(VLLM_START + wrapper + root)
+    assert v.evidence["line"].endswith("ValueError: Attempted to assign 1 x 2074 = 2074 multimodal tokens to 2040 "
+                                       "placeholders")
+
+
 def test_a_warm_up_request_that_fails_says_why_the_start_failed():
     # SGLang's HTTP server is up and its own warm-up request fails on the API: no ready,
     # and the request's traceback is the start's

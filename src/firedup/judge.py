@@ -90,7 +90,9 @@ exception lines, tracebacks cut short), in log order, the root is
 evidence (output glued together, the message twice, after a wrapped fragment of
 itself or after a progress bar, gives way to the whole copy after it), and the
 root of a chain of exceptions (``raise ... from``) its
-first; a fatal root naming a cause that repeats a message logged just before
+first; an exception naming no cause whose message ends in another's (a wrapper
+quoting it, raised in another worker's traceback or a window's) gives way to
+it; a fatal root naming a cause that repeats a message logged just before
 it (within BURST_LINES) gives way to that first copy. When the root names no
 root cause, the nearest cause line before it (within CONTEXT_LINES, and after
 the ready line for a crash while serving), or else the first after it, names
@@ -208,6 +210,8 @@ _TOKEN = re.compile(r"[\W_]+")
 # The score of a fatal wrapper that quotes the cause ("Failed to initialize
 # executor on rank 0: CUDA out of memory ..."): below the exception it quotes.
 WRAPPER = 3.5
+# A message this long that another exception ends in is what that one quotes.
+_QUOTED_MIN = 20
 # Lines naming one cause this close to each other tell one failure.
 BURST_LINES = 20
 
@@ -482,9 +486,12 @@ class Judge:
         elif kind in ("exception", "traceback"):
             if s.data.get("level") in _HANDLED_LEVELS:
                 self._unused(s, "handled")  # logged as a warning: the server handled it
-            elif s.data.get("traceback", 0) - 1 in self._requests and not (self.warming_up and self.ready is None):
-                # a request's: the server answered it with an error and went on (the
-                # server's own warm-up request's says why a start failed)
+            elif (s.data.get("traceback", 0) - 1 in self._requests or s.data.get("request")) \
+                    and not s.data.get("engine") and not (self.warming_up and self.ready is None):
+                # a request's (after the line that began its error, or raised through
+                # the HTTP server's handling of it): the server answered it with an
+                # error and went on (not raised in the engine's own loop, which it
+                # killed; the server's own warm-up request's says why a start failed)
                 self._unused(s, "request")
                 self._request_span = (s.data["traceback"] - 1, s.lineno)
             elif self.ready is not None and not self.fatal:
@@ -795,7 +802,7 @@ class Judge:
         # closes, after lines other processes wrote below it
         candidates = sorted(candidates, key=lambda s: s.lineno)
         best = max(candidates, key=_score)  # max keeps the first of equals: the root
-        best = self._unglued(self._thrown(best, candidates), candidates)
+        best = self._unglued(self._thrown(self._quoted(best, candidates), candidates), candidates)
         if _WATCHDOG_REPORT.search(best.line):
             # NCCL's watchdog reports what a worker's own exception raised where it arose
             best = next((c for c in candidates if c.lineno > best.lineno and c.kind == "exception"
@@ -850,6 +857,21 @@ class Judge:
                                  remedy=said.remedy if said else OTHER_REMEDY)
         return self._verdict("failed", now, self._evidence_of(evidence), cause=rule.cause,
                              explanation=rule.explanation, remedy=rule.remedy)
+
+    @staticmethod
+    def _quoted(best: Signal, candidates: list[Signal]) -> Signal:
+        """An exception naming no cause whose message ends in another's (a wrapper
+        raised from it, quoting it: vLLM's "Error in model execution (input dumped
+        to ...): <the error>"), printed by another worker or before it: the
+        exception it quotes, the first of them."""
+        message = best.data.get("message", "")
+        if best.kind != "exception" or not _weak(best):
+            return best
+        for c in candidates:
+            said = c.data.get("message", "").partition(": ")[2] if c.kind == "exception" else ""
+            if len(said) >= _QUOTED_MIN and message.endswith(": " + said) and len(message) > len(c.data["message"]):
+                return c
+        return best
 
     @staticmethod
     def _thrown(best: Signal, candidates: list[Signal]) -> Signal:
@@ -1028,6 +1050,9 @@ class Judge:
             took += [f"{now - self.ready_at:.0f} s"] if now > self.ready_at else []
             return [f"the server was ready (at {where}) {' and '.join(took) or 'just'} before it failed: "
                     "a crash while serving, not at start-up"]
+        if outcome == "ready" and self.ready is None and self._only_requests():
+            return ["no ready line in the log, but the server answered requests (with errors, each the "
+                    "request's own, not a failure of the server): it was up"]
         if outcome == "ready" and self.ready is None:
             return ["the log ends as the HTTP server started, with no ready line of its own (a logging config "
                     "may send uvicorn's lines elsewhere): check the health endpoint"]

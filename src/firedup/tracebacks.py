@@ -6,10 +6,16 @@ worker prefix), so two workers dying at once do not mix. A closed block yields
 one ``exception`` signal per exception in its chain, root first, with the
 indented lines that continue its message (``data["caught"]``: a handler caught
 it and raised the next, "During handling of the above exception"); a block cut
-off before its exception line yields a ``traceback`` signal for its header.
-An exception line outside any block (a log window that starts after the
-frames) yields a bare ``exception`` signal, and so does the ``what():`` line
-under which C++ prints an uncaught exception's message (``data["what"]``).
+off before its exception line yields a ``traceback`` signal at the last frame
+or source line it got to.
+A window that starts inside a traceback opens a block at its first frame
+(headless: no header; frames alone yield nothing unless the input ends in them
+on an error record's lines). Each exception says whether its block's frames pass
+through an HTTP server's handling of a request (``data["request"]``) or vLLM
+V0's engine loop (``data["engine"]``). An exception line outside any block (a
+log window that starts after the frames) yields a bare ``exception`` signal,
+and so does the ``what():`` line under which C++ prints an uncaught exception's
+message (``data["what"]``).
 TorchScript's exception carries its own tracebacks in its message and ends
 in the exception it wraps: both are exceptions of the block, the wrapper
 marked ``data["wraps"]``.
@@ -51,19 +57,45 @@ BARE = re.compile(r"(?!Error:)(?:[A-Za-z_]\w*\.)*[A-Za-z_]*(?:Error|Exception)(?
 # The message of an uncaught C++ exception, under "terminate called after throwing ...".
 WHAT = re.compile(r"\s*what\(\):\s+\S")
 PREFILTER = (r"Traceback \(most recent call last\)", r"(?:Error|Exception)(?::\s|\s*$)", r"what\(\):\s",
+             r'File "[^"\n]+", l',
              r"\bWARN(?:ING)?\b.{0,300}(?:[Cc]ould not|[Cc]ouldn't|[Cc]annot|[Uu]nable|[Ff]ail)")
 # TorchScript's exception: "RuntimeError: The following operation failed in the
 # TorchScript interpreter." goes on with TorchScript's own tracebacks (source
 # lines at any indent among them), then the exception it wraps: the cause.
 _INTERPRETER = "failed in the TorchScript interpreter"
 _TORCHSCRIPT = "Traceback of TorchScript"
+# A frame of an HTTP server handling a request (uvicorn's, starlette's and
+# fastapi's, aiohttp's), or of a server's OpenAI layer answering one (which
+# catches the error and logs it with its traceback): an exception raised through
+# it is that request's, answered with an error. Start-up runs through other
+# frames (lifespan, the layer's __init__, vLLM's create_server_socket).
+_REQUEST_FRAME = re.compile(
+    r'File "[^"]*/(?:uvicorn/protocols/http/\w+\.py", line \d+, in run_asgi'
+    r'|fastapi/routing\.py", line \d+, in run_endpoint_function'
+    r'|starlette/routing\.py", line \d+, in handle'
+    r'|aiohttp/web_protocol\.py", line \d+, in _handle_request'
+    r'|vllm/entrypoints/openai/(?:serving_\w+|api_server)\.py", line \d+, in '
+    r'(?:create_(?:chat_completion|completion|embedding|pooling|score|rerank|responses|transcription|translation)'
+    r'|\w*stream_generator)'
+    r'|vllm/entrypoints/chat_utils\.py", line \d+, in _?parse_chat_message'
+    r'|sglang/srt/entrypoints/openai/serving_\w+\.py", line \d+, in handle_request'
+    r'|sglang/srt/entrypoints/http_server\.py", line \d+, in (?:openai_v1_\w+|generate_request)'
+    r'|lmdeploy/serve/openai/api_server\.py", line \d+, in \w+_v1)\b')
+# A frame of vLLM V0's engine loop: an exception raised through it killed the
+# engine, whichever request's traceback shows it.
+_ENGINE_FRAME = re.compile(
+    r'File "[^"]*/vllm/engine/async_llm_engine\.py", line \d+, in (?:run_engine_loop|engine_step)\b')
+# A frame as Python's traceback prints it ('File "x.py", line 1, in f', or cut
+# where a terminal wrapped it), not faulthandler's ('File "x.py", line 1 in f').
+_PYTHON_FRAME = re.compile(r'\s*(?:> )?File "[^"]+"(?!, line \d+ in )')
 # A block whose origin has written nothing for this many lines is closed.
 _MAX_SILENCE = 200
 
 
 class _Block:
     __slots__ = ("origin", "aliases", "lineno", "text", "level", "exceptions", "details", "frames", "frame", "state",
-                 "last", "before", "caught", "wrappers", "statement", "statements", "flat", "margin")
+                 "last", "before", "caught", "wrappers", "statement", "statements", "flat", "margin", "headless",
+                 "request", "engine", "said")
 
     def __init__(self, origin: str, lineno: int, text: str, level: str = "", aliases: set[str] | None = None):
         self.origin = origin
@@ -90,6 +122,16 @@ class _Block:
         # the indent of a traceback printed inside an indented message (Ray Serve's status,
         # a YAML block): its exception line has it, its frames more
         self.margin = 0
+        # begun at a frame, its header cut off (a window that starts inside a traceback)
+        self.headless = False
+        self.request = False  # its frames pass through an HTTP server's handling of a request
+        self.engine = False  # its frames pass through the engine's own loop
+        # the last frame or source line read: where a traceback cut off before its exception got
+        self.said: tuple[int, str] | None = None
+
+    def see(self, frame: str) -> None:
+        self.request = self.request or bool(_REQUEST_FRAME.match(frame))
+        self.engine = self.engine or bool(_ENGINE_FRAME.match(frame))
 
 
 class Assembler:
@@ -138,6 +180,10 @@ class Assembler:
             self.block = self._blocks[origin] = _Block(origin, lineno, line.text, level, aliases)
             self.block.margin = len(msg) - len(msg.lstrip(" "))
             return self._expire(lineno, out)
+        if block is None and _PYTHON_FRAME.match(msg):
+            # a window that starts inside a traceback: its frames still say where it was raised
+            block = self._blocks[origin] = _Block(origin, lineno, line.text, line.level)
+            block.headless = True
         if block is not None:
             block.last = lineno
             self.consumed = True
@@ -156,8 +202,11 @@ class Assembler:
                     block.flat = False
                     if _FRAME.match(msg):
                         block.frame, block.statement = msg.lstrip(" >"), ""
+                        block.see(block.frame)
+                        block.said = (lineno, line.text)
                     elif not block.statement and not _CARETS.match(msg):
                         block.statement = msg.strip()
+                        block.said = (lineno, line.text)
                     return out
                 if msg.startswith(_FLAT_FRAME) or block.flat or (block.statement and _CARETS.match(msg)):
                     # a traceback pasted with its indent lost: a frame at the margin, its source
@@ -165,10 +214,13 @@ class Assembler:
                     self.absorbed = True
                     if msg.startswith(_FLAT_FRAME):
                         block.frame, block.statement, block.flat = msg, "", True
+                        block.see(block.frame)
+                        block.said = (lineno, line.text)
                     elif block.flat:
                         block.statement, block.flat = msg.strip(), False
+                        block.said = (lineno, line.text)
                     return out
-                if _IN_BLOCK.match(msg):
+                if _IN_BLOCK.match(msg) and (not block.headless or BARE.match(msg)):
                     block.exceptions.append((lineno, line))
                     block.frames[lineno] = block.frame
                     block.statements[lineno] = block.statement
@@ -219,7 +271,7 @@ class Assembler:
     def close(self) -> list[Signal]:
         out: list[Signal] = []
         for block in list(self._blocks.values()):
-            out += self._close(block)
+            out += self._close(block, cut=True)
         return out
 
     def close_answered(self, before: int) -> list[Signal]:
@@ -238,15 +290,24 @@ class Assembler:
                 out += self._close(block)
         return out
 
-    def _close(self, block: _Block) -> list[Signal]:
+    def _close(self, block: _Block, cut: bool = False) -> list[Signal]:
+        """``cut``: the input ended in it."""
         del self._blocks[block.origin]
         if not block.exceptions:
-            return [Signal("traceback", block.lineno, block.text, origin=block.origin)]
+            if block.headless and not (cut and block.level in ("ERROR", "CRITICAL", "FATAL")):
+                # frames alone: a stack printed, no error (the log goes on), or a window
+                # of frames that says nothing of how it ended (no error record's level)
+                return []
+            # cut off before its exception: the failing line it got to is the evidence
+            lineno, text = block.said or (block.lineno, block.text)
+            return [Signal("traceback", lineno, text, origin=block.origin,
+                           data={"traceback": block.lineno, "header": block.text, "request": block.request,
+                                 "engine": block.engine})]
         return [
             Signal("exception", lineno, line.text, origin=line.origin,
                    data={"message": line.message, "chain": i, "traceback": block.lineno,
                    "level": line.level or block.level, "caught": lineno in block.caught,
-                         "wraps": lineno in block.wrappers,
+                         "wraps": lineno in block.wrappers, "request": block.request, "engine": block.engine,
                          "header": block.text, "details": block.details.get(lineno, []),
                    "frame": block.frames.get(lineno, ""), "statement": block.statements.get(lineno, "")})
             for i, (lineno, line) in enumerate(block.exceptions)
