@@ -297,6 +297,14 @@ def test_a_binary_file_is_refused_in_one_line(tmp_path):
                                             "(NUL and control bytes in its first 8 KB)")
 
 
+def test_a_log_truncated_under_its_writer_is_read_past_the_hole(tmp_path):
+    # logrotate's copytruncate: the server writes on at its offset, the file starts with NULs
+    log = tmp_path / "server.log"
+    log.write_bytes(b"\x00" * 20000 + b"INFO:     Application startup complete.\n")
+    verdict = diagnose(log, server="vllm")
+    assert (verdict.outcome, verdict.evidence["line"]) == ("ready", "INFO:     Application startup complete.")
+
+
 def test_benign_rules_still_outrank_others_after_many_benign_lines_while_serving():
     """After BENIGN_AFTER_READY benign lines the prefilter stops tagging benign
     lines, yet a line a benign rule reads first (a retry naming a missing repo,

@@ -125,3 +125,16 @@ def test_a_prefix_on_an_otherwise_blank_line_leaves_a_blank_line():
                    "     12"):
         assert parse(prefix).message == "", prefix
     assert parse("12").message == "12"
+
+
+def test_a_log_copied_from_a_rendered_github_page_loses_the_links_the_page_made():
+    line = parse("2024-02-09T09:28:53.243856Z  INFO text_generation_router: router/src/[main.rs:317]"
+                 "(http://main.rs:317/): Connected")
+    assert line.message.endswith(" router/src/main.rs:317: Connected")
+    assert "[main.rs:317](http://main.rs:317/)" in line.text  # the evidence stays as written
+
+
+def test_a_line_a_reporter_made_bold_is_read_without_its_stars():
+    line = parse("**KeyError: 'model.layers.3.mlp.shared_experts.down_proj.weight_scale'**")
+    assert line.message == "KeyError: 'model.layers.3.mlp.shared_experts.down_proj.weight_scale'"
+    assert parse("**").message == "**"

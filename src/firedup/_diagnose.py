@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import BinaryIO, cast
 
@@ -18,10 +19,13 @@ CHUNK = 4 << 20
 SNIFF_BYTES = 8000
 BINARY_SHARE = 0.1
 _CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\x1b") + b"\x7f"
+# A run of NULs is a hole, not content: a log truncated under a writer that kept
+# its offset (logrotate's copytruncate) starts over after one.
+_HOLE = re.compile(rb"\x00{16,}")
 
 
 def _binary(head: bytes) -> bool:
-    head = head[:SNIFF_BYTES]
+    head = _HOLE.sub(b"", head[:SNIFF_BYTES])
     return b"\x00" in head and sum(head.count(c) for c in _CONTROL) > BINARY_SHARE * len(head)
 
 

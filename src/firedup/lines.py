@@ -127,7 +127,11 @@ class Line(NamedTuple):
 
 
 def clean(raw: str) -> str:
-    """Remove ANSI escape sequences (and their printable forms) and trailing whitespace."""
+    """Remove ANSI escape sequences (and their printable forms), holes (runs of
+    NULs: a log truncated under a writer that kept its offset, as logrotate's
+    copytruncate leaves it, goes on after one) and trailing whitespace."""
+    if "\x00" in raw:
+        raw = _HOLE.sub("", raw)
     if "\x1b" in raw or "#033[" in raw or "←[" in raw:
         raw = ANSI.sub("", raw)
     if "[0m" in raw or "[0;0m" in raw:
@@ -135,9 +139,15 @@ def clean(raw: str) -> str:
     return raw.rstrip()
 
 
+_HOLE = re.compile("\x00{16,}")
+# A log copied from a rendered GitHub page: the page turned "main.rs:317" into a
+# link, which its markdown source then carries ("[main.rs:317](http://main.rs:317/)").
+_AUTOLINK = re.compile(r"\[([^\]\s]+)\]\(https?://[^)\s]*\)")
+
+
 def parse(raw: str) -> Line:
     text = clean(raw)
-    message = text
+    message = _AUTOLINK.sub(r"\1", text) if "](http" in text else text
     origin = level = outer = ""
     # a prefix whose line is otherwise blank lost its trailing space to rstrip: it is
     # matched with it, and leaves the blank line (which keeps a traceback's chain together)
@@ -154,6 +164,8 @@ def parse(raw: str) -> Line:
         outer = outer or origin
         level = level_group and m.group(level_group) or level
         message = message[m.end():]
+    if len(message) > 4 and message.startswith("**") and message.endswith("**"):
+        message = message[2:-2]  # a line a reporter made bold in markdown
     if message.endswith("across cluster]"):
         message = _RAY_REPEAT.sub("", message)
     elif empty := _EMPTY_RECORD.match(message):
