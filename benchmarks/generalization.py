@@ -14,7 +14,12 @@ that revision:
     python benchmarks/generalization.py --coverage
 
 prints a markdown table (or, with --misses, the logs where the rules and the
-label differ).
+label differ). With --windows, each ready log of the sets is cut as a user
+pastes it, from a line in its middle on (its last 75, 50 and 25 % of lines:
+no banner, no ready line, maybe inside a traceback), and the table says how
+many such windows of a server that was up the rules call failed:
+
+    python benchmarks/generalization.py --rules-from 95ffc3b --rules-from WORKTREE --set all --windows
 """
 
 from __future__ import annotations
@@ -41,7 +46,10 @@ try:
 except ImportError:  # revisions before the module went private
     from firedup.diagnose import diagnose
 for path in sys.argv[1:]:
-    v = diagnose(path).to_dict()
+    try:
+        v = diagnose(path).to_dict()
+    except Exception as e:  # refused as input (a window of a log cut inside a binary blob)
+        v = {"outcome": f"refused: {e}", "cause": None, "evidence": None, "benign": []}
     print(json.dumps({"path": path, "outcome": v["outcome"], "cause": v["cause"],
                       "evidence": v["evidence"], "benign": [b["line"] for b in v["benign"]]}))
 """
@@ -88,6 +96,48 @@ def verdicts(rev: str, logs: list[Path]) -> dict[str, dict]:
             sys.exit(f"rules at {rev} could not read the corpus:\n{run.stderr[-2000:]}")
         out = run.stdout
     return {v["path"]: v for v in map(json.loads, out.splitlines())}
+
+
+# Where a window of a ready log starts: the fraction of its lines cut from the head.
+CUTS = (0.25, 0.5, 0.75)
+
+
+def windows(pairs: list, into: Path) -> list[tuple[Path, Path, float]]:
+    """Each ready log's windows (the log, the window's file, the fraction cut),
+    written under ``into``; a window shorter than 3 lines is left out."""
+    out = []
+    for path, label in pairs:
+        if label["outcome"] != "ready":
+            continue
+        lines = path.read_bytes().splitlines(keepends=True)
+        for cut in CUTS:
+            start = int(len(lines) * cut)
+            if len(lines) - start < 3:
+                continue
+            window = into / f"{path.stem}.from-{int(cut * 100)}.log"
+            window.write_bytes(b"".join(lines[start:]))
+            out.append((path, window, cut))
+    return out
+
+
+def window_table(revs: list[str], pairs: list, misses: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cut = windows(pairs, Path(tmp))
+        results = {rev: verdicts(rev, [w for _, w, _ in cut]) for rev in revs}
+    if misses:
+        for rev in revs:
+            for path, window, at in cut:
+                v = results[rev][str(window)]
+                if v["outcome"] == "failed":
+                    print(f"{rev} {path.name} from {int(at * 100)} %: failed, {v['cause']}: "
+                          f"{(v['evidence'] or {}).get('line')!r}")
+        return
+    print("| windows of ready logs | " + " | ".join(f"rules at {rev if rev == WORKTREE else rev[:9]}"
+                                                   for rev in revs) + " |")
+    print("|---|" + "---|" * len(revs))
+    for outcome in ("ready", "incomplete", "failed"):
+        n = {rev: sum(v["outcome"] == outcome for v in results[rev].values()) for rev in revs}
+        print(f"| {outcome} | " + " | ".join(cell(n[rev], len(cut)) for rev in revs) + " |")
 
 
 def misses(label: dict, got: dict) -> list[str]:
@@ -166,6 +216,9 @@ def main() -> None:
     ap.add_argument("--misses", action="store_true", help="list the logs the rules get wrong instead")
     ap.add_argument("--coverage", action="store_true",
                     help="print the corpus's coverage tables (family x outcome, causes) instead")
+    ap.add_argument("--windows", action="store_true",
+                    help="read windows of the ready logs (cut from the middle on) instead, counting those called "
+                         "failed")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
@@ -178,6 +231,10 @@ def main() -> None:
     unknown = [name for name in sets if name not in parts]
     if unknown:
         ap.error(f"no such set: {', '.join(unknown)} (sets here: {', '.join(parts)})")
+    if args.windows:
+        chosen = {path: label for name in sets for path, label in parts[name]}
+        window_table(revs, sorted(chosen.items()), args.misses)
+        return
     logs = [p for p, _ in parts["all"]]
     results = {rev: verdicts(rev, logs) for rev in revs}
 
