@@ -108,3 +108,12 @@ def test_a_run_without_an_environment_snapshot_is_not_a_list_of_unset_packages()
          "environment": {"packages": {"torch": "2.13.0"}, "env": {"HF_HUB_OFFLINE": "1"}}, "phases": {}}
     b = {**a, "environment": {}}
     assert change_lines(notable(diff(a, b))) == ["snapshot taken → missing"]
+
+
+def test_a_version_the_server_had_not_printed_yet_is_no_change():
+    # a start that timed out before its banner: its version is unknown, not changed
+    a = {"command": ["vllm", "serve", "m"], "server": "vllm", "version": "0.11.0", "config": {"dtype": "bfloat16"},
+         "environment": {}, "phases": {}}
+    b = {**a, "version": None, "config": {}}
+    assert not any(c["section"] == "server" for c in notable(diff(a, b)))
+    assert [c["b"] for c in notable(diff(a, {**a, "version": "0.11.1"}))] == ["0.11.1"]
