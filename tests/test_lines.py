@@ -138,3 +138,8 @@ def test_a_line_a_reporter_made_bold_is_read_without_its_stars():
     line = parse("**KeyError: 'model.layers.3.mlp.shared_experts.down_proj.weight_scale'**")
     assert line.message == "KeyError: 'model.layers.3.mlp.shared_experts.down_proj.weight_scale'"
     assert parse("**").message == "**"
+
+
+def test_a_bracket_before_an_m_is_no_colour_code_without_a_number():
+    line = parse("[36m(pid=4242)[0m router/src/[main.rs:317](http://main.rs:317/): Connected")
+    assert line.message.endswith("router/src/main.rs:317: Connected")

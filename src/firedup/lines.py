@@ -14,7 +14,7 @@ from typing import NamedTuple
 ANSI = re.compile(r"(?:\x1b|←)\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|#033\[[0-9;]*m")
 # Colour codes whose escape a copy lost: "[36m(pid=860)[0m INFO ...". Only on a line
 # that resets the colour, as every coloured prefix does.
-_BARE_SGR = re.compile(r"\[[0-9;]*m")
+_BARE_SGR = re.compile(r"\[[0-9][0-9;]*m")  # with a number: "[main.rs" is no colour code
 
 # Each pattern removes one prefix; they are tried again until none applies, so
 # stacked prefixes (docker timestamp + SGLang bracket, worker + vLLM level) peel

@@ -52,7 +52,7 @@ _MARKED = "> File \""
 _FLAT_FRAME = "File \""
 # An exception line with no traceback around it: the name must say it is one
 # ("Error: X" alone is how Rust and Go programs report, not Python).
-BARE = re.compile(r"(?!Error:)(?:[A-Za-z_]\w*\.)*[A-Za-z_]*(?:Error|Exception)(?::\s.*)?$")
+BARE = re.compile(r"(?!Error:)(?:[A-Za-z_]\w*\.)*[A-Za-z_]*(?:Error|Exception)(?::(?:\s.*)?)?$")
 # What the scanner must hand over for this module to see blocks and bare exceptions.
 # The message of an uncaught C++ exception, under "terminate called after throwing ...".
 WHAT = re.compile(r"\s*what\(\):\s+\S")
