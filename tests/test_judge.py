@@ -326,6 +326,17 @@ def test_a_window_that_starts_inside_a_requests_traceback_is_a_server_that_serve
     v = run.finish()
     assert v.outcome == "ready" and v.evidence["line"] == REQUEST_500.strip()
     assert "answered requests" in v.notes[0]
+    # vLLM's OpenAI layer logging a request's traceback, the window starting in its frames: no failure
+    layer = "ERROR 06-04 11:39:38 [serving_chat.py:199] "
+    logged = "".join(layer + line + "\n" for line in (
+        '  File "/v/vllm/entrypoints/chat_utils.py", line 1193, in parse_chat_messages_futures',
+        "    sub_messages = _parse_chat_message_content(",
+        '  File "/v/vllm/multimodal/registry.py", line 268, in create_processor',
+        '    raise ValueError(f"{model_config.model} is not a multimodal model")',
+        "ValueError: /models/m is not a multimodal model"))
+    run = Run()
+    run.log(logged)
+    assert run.finish().outcome == "incomplete"
     # the same error raised at start-up (lifespan, no request's frames) is the start's failure
     startup = REQUEST_FRAMES.replace("uvicorn/protocols/http/httptools_impl.py", "starlette/routing.py").replace(
         "run_asgi", "lifespan").replace("fastapi/routing.py", "fastapi/applications.py").replace(

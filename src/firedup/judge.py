@@ -516,7 +516,7 @@ class Judge:
         source lines, its exception, the message's own lines after it): the
         server answered that request with an error; the log ends on no failure."""
         start, end = self._request_span
-        return 0 < start < s.lineno and not any(c.lineno > end for c in self.candidates + self.causes)
+        return 0 < end and start < s.lineno and not any(c.lineno > end for c in self.candidates + self.causes)
 
     def _engines_after_all(self, now: float) -> None:
         """A request's traceback that ends in the engine reporting itself dead (V0's

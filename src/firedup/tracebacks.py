@@ -77,7 +77,7 @@ _REQUEST_FRAME = re.compile(
     r'|vllm/entrypoints/openai/(?:serving_\w+|api_server)\.py", line \d+, in '
     r'(?:create_(?:chat_completion|completion|embedding|pooling|score|rerank|responses|transcription|translation)'
     r'|\w*stream_generator)'
-    r'|vllm/entrypoints/chat_utils\.py", line \d+, in _?parse_chat_message'
+    r'|vllm/entrypoints/chat_utils\.py", line \d+, in _?parse_chat_message\w*'
     r'|sglang/srt/entrypoints/openai/serving_\w+\.py", line \d+, in handle_request'
     r'|sglang/srt/entrypoints/http_server\.py", line \d+, in (?:openai_v1_\w+|generate_request)'
     r'|lmdeploy/serve/openai/api_server\.py", line \d+, in \w+_v1)\b')
