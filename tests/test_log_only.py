@@ -176,6 +176,10 @@ def test_a_log_that_never_appears_says_so(tmp_path):
     assert events[-1]["outcome"] == "stalled" and "never appeared" in events[-1]["notes"][0]
     plain = run_cli("watch", "--stall", "1", str(log)).stdout.decode()
     assert f"waiting: {log} does not exist yet" in plain and "None" not in plain
+    # a log that is there is followed at once, with no such word
+    log.parent.mkdir()
+    log.write_text("INFO 10-12 00:26:50 api_server.py:528] vLLM API server version 0.6.3\n")
+    assert "waiting" not in run_cli("watch", "--stall", "1", str(log)).stdout.decode()
 
 
 LISTENER = textwrap.dedent("""

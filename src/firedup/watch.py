@@ -117,7 +117,7 @@ class Watch:
                else "-")
         self._emit(0.0, "start", server=self.engine.family, log=log,
                    pid=self.exit_watch.pid if self.exit_watch else None, url=self.prober.url if self.prober else None)
-        if self.follower is not None and not self.follower.exists:
+        if self.follower is not None and not os.path.exists(self.follower.path):  # not opened yet either way
             self._emit(0.0, "waiting", log=self.follower.path)
         if self.expect:
             self._emit(0.0, "expect", **self.expect)
