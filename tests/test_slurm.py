@@ -89,6 +89,46 @@ def test_a_requeued_job_is_read_as_a_new_attempt():
     assert judge.phase == "queued" and judge.decide(4.0) is None
 
 
+class Scheduler(source.Commands):
+    """squeue's answers as a just-submitted job's reason changes at given times (a fake clock)."""
+
+    def __init__(self, reasons):
+        self.now, self.reasons, self.asked = 0.0, reasons, []
+
+    def execute(self, argv, stdin, timeout):
+        self.asked.append(self.now)
+        reason = [r for t, r in self.reasons if t <= self.now][-1]
+        return 0, f"JOBID|STATE|REASON|NODELIST|PARTITION|TIME_LIMIT|NAME\n7|PENDING|{reason}||debug|1:00|x\n", ""
+
+
+def run_poller(scheduler, poller, until):
+    verdicts = []
+    while scheduler.now <= until and not poller.ended:
+        verdicts += poller.poll()
+        scheduler.now = round(scheduler.now + 0.1, 1)
+    return verdicts
+
+
+def test_a_reason_that_comes_late_in_the_first_scheduling_delay_is_seen_just_after_it():
+    # slurmctld set the reason 2.9 s after sbatch (measured 0.4-3.0 s): a poll at 3.0 s would race it
+    scheduler = Scheduler([(0.0, "PartitionConfig"), (2.9, "PartitionNodeLimit")])
+    poller = source.JobPoller(scheduler, "7", every=2.0, first=1.0, submitted=True, clock=lambda: scheduler.now)
+    signals = run_poller(scheduler, poller, 10)
+    assert scheduler.asked == [1.0, 3.3] and poller.ended
+    assert signals[-1].kind == "fatal" and "PartitionNodeLimit" in signals[-1].line
+
+
+def test_polls_keep_their_pace_once_the_first_scheduling_is_past_or_for_a_job_not_just_submitted():
+    scheduler = Scheduler([(0.0, "Resources")])
+    poller = source.JobPoller(scheduler, "7", every=2.0, first=1.0, submitted=True, clock=lambda: scheduler.now)
+    run_poller(scheduler, poller, 8)
+    assert scheduler.asked == [1.0, 3.3, 5.3, 7.3]
+    scheduler = Scheduler([(0.0, "Resources")])
+    poller = source.JobPoller(scheduler, "7", every=2.0, clock=lambda: scheduler.now)
+    run_poller(scheduler, poller, 5)
+    assert scheduler.asked == [0.0, 2.0, 4.0]
+
+
 # -- a real cluster --------------------------------------------------------------------
 
 @pytest.fixture(scope="session")

@@ -119,9 +119,9 @@ class Follow:
 
     def __init__(self, commands: Commands, job: str, logs: list[Log], *, server: str | None, url: str | None,
                  port: str | None, stall: float | None, timeout: float | None, grace: float,
-                 sinks: Sequence[Sink], every: float = POLL_EVERY, first: float = 0.0):
+                 sinks: Sequence[Sink], every: float = POLL_EVERY, first: float = 0.0, submitted: bool = False):
         self.commands = commands
-        self.poller = JobPoller(commands, job, every=every, first=first)
+        self.poller = JobPoller(commands, job, every=every, first=first, submitted=submitted)
         self.logs = logs
         self.url = url
         self.port = port  # with no --url: the head node's address, this port
@@ -321,7 +321,8 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
     for sink in sinks:
         sink.event(0.0, "submitted", job=job, logs=[lg.path for lg in logs])
     follow = Follow(commands, job, logs, server=family, url=url, port=port, stall=stall, timeout=timeout,
-                    grace=grace, sinks=sinks, every=every, first=min(FIRST_POLL, every))
+                    grace=grace, sinks=sinks, every=every, first=min(FIRST_POLL, every),
+                    submitted=True)
     try:
         verdict, log = follow.run()
     except BaseException:  # Ctrl-C, or firedup failing: no job left holding nodes

@@ -31,8 +31,12 @@ from .ssh import REMOTE_STATE, Channel, Host, TailSource
 
 POLL_EVERY = 2.0  # at most one squeue per job this often
 # A job just submitted has no scheduler's reason yet (it reads None or
-# PartitionConfig for about half a second): its first poll waits this long.
+# PartitionConfig): its first poll waits this long.
 FIRST_POLL = 1.0
+# slurmctld may defer a batch job's first scheduling by batch_sched_delay
+# (3 s by default; measured here: the reason came 0.4-3.0 s after sbatch), so
+# while a just-submitted job is pending, no poll falls inside that window.
+SCHEDULED_WITHIN = 3.3
 # Reasons a pending job waits on that will never clear by themselves.
 NEVER_REASONS = {
     "PartitionNodeLimit", "PartitionTimeLimit", "DependencyNeverSatisfied", "JobHeldUser", "JobHeldAdmin",
@@ -264,12 +268,13 @@ class JobPoller:
     """The scheduler's view of one job, as signals, at most one squeue per ``every`` seconds."""
 
     def __init__(self, commands: Commands, job: str, *, every: float = POLL_EVERY, first: float = 0.0,
-                 clock=time.monotonic):
+                 submitted: bool = False, clock=time.monotonic):
         self.commands = commands
         self.info = JobInfo(job)
         self.every = every
         self.clock = clock
         self.next_at = clock() + first
+        self._scheduled_by = clock() + SCHEDULED_WITHIN if submitted else None
         self._pending_since: float | None = None
         self._ended_at: float | None = None
         self.ended = False
@@ -290,6 +295,8 @@ class JobPoller:
         info.name, info.partition, info.time_limit = row["NAME"], row["PARTITION"], row["TIME_LIMIT"]
         out: list[Signal] = []
         if state == "PENDING":
+            if self._scheduled_by is not None and now < self._scheduled_by:
+                self.next_at = max(self.next_at, self._scheduled_by)
             if info.state in ("RUNNING", "COMPLETING", "CONFIGURING") or (info.state and info.state in ENDED):
                 out.append(self._requeued(now))
             if self._pending_since is None:
