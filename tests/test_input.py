@@ -210,16 +210,33 @@ def test_cli_usage_errors():
     assert proc.returncode == 2 and "Traceback" not in proc.stderr.decode()
 
 
-def test_output_closed_by_its_reader_ends_quietly():
-    """`firedup ... | head`: the reader went away; no error line, no traceback."""
+@pytest.mark.parametrize("json_output", [["--json"], []])
+def test_output_closed_by_its_reader_ends_quietly(json_output):
+    """`firedup ... | head`: the reader went away; no error line, no traceback, in JSON or for people (rich)."""
     read, write = os.pipe()
     os.close(read)
     try:
-        proc = subprocess.run([sys.executable, "-m", "firedup", "diagnose", "--json", "-"], input=b"hello\n",
+        proc = subprocess.run([sys.executable, "-m", "firedup", "diagnose", *json_output, "-"], input=b"hello\n",
                               stdout=write, stderr=subprocess.PIPE, timeout=60)
     finally:
         os.close(write)
     assert (proc.returncode, proc.stderr) == (141, b"")
+
+
+def test_a_launch_whose_output_is_closed_stops_its_server_and_says_so(tmp_path):
+    read, write = os.pipe()
+    os.close(read)
+    marker = f"firedup-test-{os.getpid()}"
+    try:
+        argv = ["bash", "-c", f"exec -a {marker} sleep 300"]
+        proc = subprocess.run([sys.executable, "-m", "firedup", "launch", "--", *argv],
+                              stdout=write, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(write)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 141 and "Traceback" not in stderr, stderr
+    assert stderr.startswith("firedup: output closed by its reader; stopped the server's process group"), stderr
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1  # no server left
 
 
 @pytest.mark.parametrize("command", ["watch", "launch"])

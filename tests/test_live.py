@@ -97,6 +97,22 @@ def test_watch_stdin_to_a_verdict():
     assert {"t", "event"} <= set(events[1])
 
 
+@pytest.mark.parametrize("source", ["file", "/dev/null"])
+def test_watch_stdin_redirected_from_a_file_reads_it_to_its_end(tmp_path, source):
+    log = tmp_path / "s.log"
+    log.write_text(ARGS + "\n" + "x" * 100 + "\n" * 30000 + READY + "\n")
+    path = str(log) if source == "file" else source
+    with open(path, "rb") as stdin:
+        proc = subprocess.run([sys.executable, "-m", "firedup", "watch", "--json", "-"], stdin=stdin,
+                              capture_output=True, timeout=60)
+    verdict = json.loads(proc.stdout.decode().splitlines()[-1])
+    assert b"Traceback" not in proc.stderr and b"Errno" not in proc.stderr, proc.stderr.decode()
+    if source == "file":
+        assert proc.returncode == 0 and verdict["outcome"] == "ready", verdict
+    else:
+        assert proc.returncode == 5 and verdict["outcome"] == "incomplete", verdict
+
+
 def test_watch_a_pid_that_dies(tmp_path):
     log = tmp_path / "s.log"
     with open(log, "w") as out:

@@ -57,10 +57,17 @@ def _print_json(value: object) -> None:
 PIPED_WIDTH = 100_000
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich would exit 1 here; the reader going away is handled once, in run()
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def _console() -> Console:
     if sys.stdout.isatty() or os.environ.get("COLUMNS"):
-        return Console(highlight=False)
-    return Console(highlight=False, width=PIPED_WIDTH)
+        return _Console(highlight=False)
+    return _Console(highlight=False, width=PIPED_WIDTH)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
@@ -261,8 +268,11 @@ def run() -> None:
         # what was stopped on the way out (a server's process group), as its notes say
         print("firedup: " + "; ".join(["interrupted", *getattr(e, "__notes__", [])]), file=sys.stderr)
         sys.exit(143 if isinstance(e, Terminated) else 130)
-    except BrokenPipeError:
-        # The reader went away (a pipe into head): nothing to say, and the
-        # output still buffered must not fail again as the interpreter exits.
+    except BrokenPipeError as e:
+        # The reader went away (a pipe into head): the output still buffered
+        # must not fail again as the interpreter exits. Only what was stopped
+        # on the way out (a server being launched) is worth saying.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if getattr(e, "__notes__", None):
+            print("firedup: " + "; ".join(["output closed by its reader", *e.__notes__]), file=sys.stderr)
         sys.exit(PIPE_CLOSED)

@@ -57,6 +57,9 @@ class Watch:
         self.engine = Engine(server=server)
         self.ruleset = self.engine.ruleset
         self._stream_ready = False
+        # Standard input redirected from a regular file (or /dev/null) cannot be
+        # waited on (epoll refuses it with EPERM); it is always readable, to its end.
+        self._stream_always_ready = False
         self.exit_watch = exit_watch or (ExitWatch(pid) if pid else None)
         # No process known: the log's writer is looked for; until one is found
         # a fatal exception followed by silence decides.
@@ -108,7 +111,10 @@ class Watch:
                 notify.close()
                 notify = None
         if self.stream is not None:
-            sel.register(self.stream, selectors.EVENT_READ)
+            try:
+                sel.register(self.stream, selectors.EVENT_READ)
+            except PermissionError:
+                self._stream_always_ready = True
         if self.exit_watch is not None:
             sel.register(self.exit_watch, selectors.EVENT_READ)
         if self.url:
@@ -188,6 +194,8 @@ class Watch:
 
     def _sleep(self, now: float) -> float:
         """Until the next thing to do without input: an idle flush, a deadline."""
+        if self.stream is not None and self._stream_always_ready:
+            return 0.0
         times = [now + POLL]
         if not self._idle:
             times.append(self._last_data + IDLE)
@@ -262,7 +270,7 @@ class Watch:
             data = self.follower.read()
             if data:
                 self._data(data, now)
-        if self.stream is not None and self._stream_ready:
+        if self.stream is not None and (self._stream_ready or self._stream_always_ready):
             self._stream_ready = False
             data = os.read(self.stream.fileno(), 1 << 20)
             if data:
