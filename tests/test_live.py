@@ -1,6 +1,7 @@
 """watch and launch on real processes and files (small scripts standing in for
 servers; the real servers are in test_servers.py)."""
 
+import io
 import json
 import os
 import signal
@@ -10,9 +11,11 @@ import threading
 import time
 
 import pytest
+from rich.console import Console
 
 import firedup
 from firedup._launch import derive_url, start_and_watch
+from firedup.sinks.live import PlainView
 from firedup.sources.file import FileFollower
 from firedup.sources.pgroup import group_alive
 from firedup.watch import Watch, py_spy
@@ -303,3 +306,15 @@ def test_two_local_logs_watched_at_once_each_get_their_verdict(tmp_path):
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert events[-1]["event"] == "overall" and events[-1]["outcome"] == "failed"
     assert events[-1]["targets"] == {logs[0]: "failed", logs[1]: "failed"} and proc.returncode == 1
+
+
+@pytest.mark.parametrize("fields, said", [
+    ({"code": -255}, "exit: ended (its exit status went to its parent, not to firedup)"),
+    ({"code": -9}, "exit: killed by SIGKILL"),
+    ({"code": 3}, "exit: code 3"),
+    ({"code": 1, "line": "slurm: job 7 ended FAILED"}, "exit: slurm: job 7 ended FAILED (code 1)"),
+])
+def test_an_exit_is_said_in_words(fields, said):
+    out = io.StringIO()
+    PlainView(Console(file=out, width=200)).event(1.0, "exit", **fields)
+    assert out.getvalue().strip() == f"[    1.0s] {said}"

@@ -3,6 +3,7 @@ warnings ignored; plain timestamped lines when the output is not a terminal."""
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -22,6 +23,17 @@ def _clock(seconds: float) -> str:
 
 def _waiting(log: str) -> str:
     return f"{log} does not exist yet; it is followed from when it appears"
+
+
+def _exit(code: int) -> str:
+    if code == -255:  # sources.process: a writer found for a log, not firedup's child
+        return "ended (its exit status went to its parent, not to firedup)"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"code {code}"
 
 
 def phase_line(phases: dict[str, float]) -> str:
@@ -68,7 +80,7 @@ class LiveView:
 
     def event(self, t: float, name: str, **fields: Any) -> None:
         if name in ("phase", "warning", "exit"):
-            what = fields.get("phase") or fields.get("line") or fields.get("code")
+            what = _exit(fields["code"]) if name == "exit" else fields.get("phase") or fields.get("line")
             self.live.console.print(Text(f"{_clock(t)} {name}: {what}", "dim"))
         elif name == "waiting":
             self.live.console.print(Text(f"{_clock(t)} waiting: {_waiting(fields['log'])}", "dim"))
@@ -130,6 +142,8 @@ class PlainView:
             text = ", ".join(f"{k}={v}" for k, v in list(fields["config"].items())[:6])
         elif name == "waiting":
             text = _waiting(fields["log"])
+        elif name == "exit":  # a scheduler's word on the job comes with its line
+            text = f"{fields['line']} ({_exit(fields['code'])})" if fields.get("line") else _exit(fields["code"])
         elif name == "expect":
             runs = fields["runs"]
             text = (f"usually ready after {fields['ready_after']:.0f} s ({runs} run{'s' if runs != 1 else ''}): "
