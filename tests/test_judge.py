@@ -242,10 +242,33 @@ def test_a_window_pasted_while_serving_is_ready_despite_a_requests_traceback():
     run = Run()
     run.log(window, at=1)
     assert run.finish().outcome == "ready"
-    # a window whose stats show nothing generated proves nothing
+    # a window whose stats show nothing generated proves nothing, and an engine's traceback then fails it
+    idle = window.replace("52.1 tokens/s", "0.0 tokens/s")
     run = Run()
-    run.log(window.replace("52.1 tokens/s", "0.0 tokens/s"), at=1)
+    run.log(idle.replace("[serving_chat.py:897]", "[core.py:897]"), at=1)
     assert run.finish().outcome == "failed"
+    # logged by the OpenAI layer answering a request: the request's, not the server's failure
+    run = Run()
+    run.log(idle, at=1)
+    assert run.finish().outcome == "incomplete"
+
+
+@pytest.mark.parametrize("window", [
+    # cut after the frames: the exception line alone, logged by the OpenAI layer
+    "ERROR 06-04 11:39:38 [serving_chat.py:199] ValueError: /home/x/ckpt is not a multimodal model\n",
+    # a tool parser's error (old vLLM: no bracket), cut inside its traceback
+    "2025-03-21 07:44:04 ERROR 03-20 16:44:04 hermes_tool_parser.py:338]   File \"/v/hermes_tool_parser.py\", "
+    "line 9, in extract\n"
+    "2025-03-21 07:44:04 ERROR 03-20 16:44:04 hermes_tool_parser.py:338] AttributeError: 'NoneType' object has "
+    "no attribute 'get'\n",
+    # a request for a model the server does not serve, the log's last words
+    "(APIServer pid=117702) ERROR 04-21 02:56:17 [serving.py:193] Error with model error=ErrorInfo(message='The "
+    "model `Q` does not exist.', type='NotFoundError', param='model', code=404)\n",
+])
+def test_a_window_of_a_requests_error_logged_by_the_openai_layer_is_not_a_failure(window):
+    run = Run()
+    run.log(window, at=1)
+    assert run.finish().outcome == "incomplete"
 
 
 def test_a_traceback_pasted_without_its_indent_is_still_one_traceback():

@@ -152,6 +152,8 @@ class Engine:
                 if found is not None and lines.parse(found.line).message in line.text:
                     found = None  # a second handler's copy of this warning
                 break
+            if tracebacks.REQUEST_SITE.search(line.text):
+                continue  # the OpenAI layer answering a request with an error: no server's last words
             hit = self._match(line, self._line_rules)
             if hit is None or hit[0].kind == "fatal":
                 continue  # a stack frame, a dump; a fatal line is read already

@@ -493,7 +493,7 @@ class Judge:
                 # error and went on (not raised in the engine's own loop, which it
                 # killed; the server's own warm-up request's says why a start failed)
                 self._unused(s, "request")
-                self._request_span = (s.data["traceback"] - 1, s.lineno)
+                self._request_span = (s.data.get("traceback", s.lineno) - 1, s.lineno)  # a bare one: its line
             elif self.ready is not None and not self.fatal:
                 self.after_ready.append(s)
                 del self.after_ready[:-16]

@@ -81,6 +81,12 @@ _REQUEST_FRAME = re.compile(
     r'|sglang/srt/entrypoints/openai/serving_\w+\.py", line \d+, in handle_request'
     r'|sglang/srt/entrypoints/http_server\.py", line \d+, in (?:openai_v1_\w+|generate_request)'
     r'|lmdeploy/serve/openai/api_server\.py", line \d+, in \w+_v1)\b')
+# A vLLM record logged by its OpenAI layer answering one request (the serving
+# classes, the tool and reasoning parsers): "ERROR 06-04 11:39:38 [serving_chat.py:199] ".
+# Such a layer logs each line of a request's traceback under its own name, so a
+# window cut after the frames still says whose the exception was.
+REQUEST_SITE = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+                          r"\[?(?:serving(?:_\w+)?|\w+_(?:tool|reasoning)_parser)\.py:\d+\] ")
 # A frame of vLLM V0's engine loop: an exception raised through it killed the
 # engine, whichever request's traceback shows it.
 _ENGINE_FRAME = re.compile(
@@ -179,6 +185,7 @@ class Assembler:
             aliases = {line.origin, line.outer} - {origin, ""}
             self.block = self._blocks[origin] = _Block(origin, lineno, line.text, level, aliases)
             self.block.margin = len(msg) - len(msg.lstrip(" "))
+            self.block.request = bool(REQUEST_SITE.search(line.text))
             return self._expire(lineno, out)
         if block is None and _PYTHON_FRAME.match(msg):
             # a window that starts inside a traceback: its frames still say where it was raised
@@ -188,6 +195,8 @@ class Assembler:
             block.last = lineno
             self.consumed = True
             self.block = block
+            request = block.request  # as it was, should this line turn out not to be the block's
+            block.request = request or bool(REQUEST_SITE.search(line.text))
             if block.margin and msg[:block.margin].isspace() and not msg[block.margin:block.margin + 1].isspace():
                 msg = msg[block.margin:]
                 line = line._replace(message=msg)
@@ -258,11 +267,13 @@ class Assembler:
                 return out
             self.consumed = False
             self.block = None
+            block.request = request
             out += self._close(block)
         if line.level and _FAILED.search(msg) and not _NAMED.search(msg):
             self._before = (lineno, line.origin, line.level)
         if BARE.match(msg):
-            out.append(Signal("exception", lineno, line.text, origin=line.origin, data={"message": msg}))
+            out.append(Signal("exception", lineno, line.text, origin=line.origin,
+                              data={"message": msg, "request": bool(REQUEST_SITE.search(line.text))}))
         elif WHAT.match(msg):
             out.append(Signal("exception", lineno, line.text, origin=line.origin,
                               data={"message": msg.strip(), "what": True}))
