@@ -314,6 +314,19 @@ def test_a_binary_file_is_refused_in_one_line(tmp_path):
                                             "(NUL and control bytes in its first 8 KB)")
 
 
+@pytest.mark.parametrize("log", ["llama-missing-model", "llama-ready"])
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_log_saved_as_utf16_with_its_bom_reads_as_the_same_log(tmp_path, log, encoding):
+    # PowerShell 5's "llama-server ... > log.txt": UTF-16 with a BOM, CRLF line ends
+    text = (FIXTURES / "captured" / f"{log}.log").read_text()
+    saved = tmp_path / "log.txt"
+    saved.write_bytes(("\ufeff" if encoding == "utf-16-be" else "").encode(encoding)
+                      + text.replace("\n", "\r\n").encode(encoding))
+    expected = diagnose(FIXTURES / "captured" / f"{log}.log")
+    verdict = diagnose(saved)
+    assert (verdict.outcome, verdict.cause, verdict.evidence) == (expected.outcome, expected.cause, expected.evidence)
+
+
 def test_a_log_truncated_under_its_writer_is_read_past_the_hole(tmp_path):
     # logrotate's copytruncate: the server writes on at its offset, the file starts with NULs
     log = tmp_path / "server.log"

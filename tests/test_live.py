@@ -130,6 +130,9 @@ def test_watch_usage_errors(tmp_path):
     assert run_cli("watch", str(tmp_path)).returncode == 2
     proc = run_cli("watch", "--pid", "999999999", str(tmp_path / "x.log"))
     assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup: no process")
+    for seconds in ("0", "-1", "nan", "soon"):  # NaN would be a deadline that never passes
+        proc = run_cli("watch", "--stall", seconds, str(tmp_path / "x.log"))
+        assert proc.returncode == 2 and "--stall" in proc.stderr.decode(), (seconds, proc.stderr)
 
 
 # -- launch -------------------------------------------------------------------

@@ -29,8 +29,8 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    if not value > 0:  # NaN too: no deadline would ever pass
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
     return value
 
 

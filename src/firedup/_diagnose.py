@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import sys
@@ -39,6 +40,7 @@ def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | No
     judge = Judge(server=server)
     remaining = limit
     first = True
+    utf16 = None
     while True:
         size = CHUNK if remaining is None else min(CHUNK, remaining)
         if size <= 0:
@@ -46,11 +48,16 @@ def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | No
         chunk = stream.read(size)
         if not chunk:
             break
-        if first and _binary(chunk):
+        if first and chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            # Windows PowerShell 5 writes a redirected program's output (llama-server > log.txt) as UTF-16
+            utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        elif first and _binary(chunk):
             raise InputError("this is a binary file, not a log (NUL and control bytes in its first 8 KB)")
         first = False
         if remaining is not None:
             remaining -= len(chunk)
+        if utf16 is not None:
+            chunk = utf16.decode(chunk).encode()
         for signal in engine.feed(chunk):
             judge.feed(signal)
     for signal in engine.close():
