@@ -128,8 +128,8 @@ def window_table(revs: list[str], pairs: list, misses: bool) -> None:
         for rev in revs:
             for path, window, at in cut:
                 v = results[rev][str(window)]
-                if v["outcome"] == "failed":
-                    print(f"{rev} {path.name} from {int(at * 100)} %: failed, {v['cause']}: "
+                if v["outcome"] != "ready":
+                    print(f"{rev} {path.name} from {int(at * 100)} %: {v['outcome']}, {v['cause']}: "
                           f"{(v['evidence'] or {}).get('line')!r}")
         return
     print("| windows of ready logs | " + " | ".join(f"rules at {rev if rev == WORKTREE else rev[:9]}"

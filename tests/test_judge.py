@@ -271,6 +271,17 @@ def test_a_window_of_a_requests_error_logged_by_the_openai_layer_is_not_a_failur
     assert run.finish().outcome == "incomplete"
 
 
+def test_a_llamacpp_window_cut_after_its_start_is_ready_once_its_task_loop_runs():
+    # a 2024 build's text log, cut after "HTTP server is listening" and "model loaded"
+    window = ('INFO [            update_slots] all slots are idle | tid="0x368162012000" timestamp=1725261160\n'
+              'INFO [      log_server_request] request | tid="0x368162012000" timestamp=1725261170 '
+              'remote_addr="127.0.0.1" status=404 method="GET" path="/favicon.ico"\n')
+    run = Run(server="llamacpp")
+    run.log(window, at=1)
+    verdict = run.finish()
+    assert verdict.outcome == "ready" and "all slots are idle" in verdict.evidence["line"]
+
+
 def test_a_traceback_pasted_without_its_indent_is_still_one_traceback():
     # frames and source lines at the margin, one source line looking like "name: message"
     flat = ("Traceback (most recent call last):\n"
