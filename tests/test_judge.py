@@ -282,6 +282,16 @@ def test_a_llamacpp_window_cut_after_its_start_is_ready_once_its_task_loop_runs(
     assert verdict.outcome == "ready" and "all slots are idle" in verdict.evidence["line"]
 
 
+def test_a_pd_servers_aborted_requests_are_not_its_failure():
+    # SGLang's prefill server of a PD pair: the decode side went away, each request is answered 500
+    window = "".join(f"[2026-02-19 16:33:31 TP{r}] Prefill bootstrap failed for request rank={r} req.rid='be00' "
+                     "req.bootstrap_room=21 with exception KVTransferError(bootstrap_room=21): Aborted by AbortReq.\n"
+                     for r in range(4))
+    run = Run()
+    run.log(window, at=1)
+    assert run.finish().outcome == "ready"
+
+
 def test_a_traceback_pasted_without_its_indent_is_still_one_traceback():
     # frames and source lines at the margin, one source line looking like "name: message"
     flat = ("Traceback (most recent call last):\n"

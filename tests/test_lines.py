@@ -60,6 +60,13 @@ def test_a_logging_format_of_bracketed_fields_is_peeled():
     assert (line.message, line.level) == ("RuntimeError: boom", "ERROR")
 
 
+def test_a_logging_format_of_adjacent_brackets_is_peeled():
+    line = parse("[2026-03-13 15:56:59][INFO]: POST /v1/chat/completions HTTP/1.1 500 Internal Server Error")
+    assert (line.message, line.level) == ("POST /v1/chat/completions HTTP/1.1 500 Internal Server Error", "INFO")
+    line = parse("[2026-03-13 15:51:14][http_server.py:1935][INFO]: The server is fired up and ready to roll!")
+    assert (line.message, line.level) == ("The server is fired up and ready to roll!", "INFO")
+
+
 def test_a_relaying_loggers_format_is_peeled_and_the_servers_own_level_kept():
     # "%(asctime)s - %(levelname)s - %(name)s: ", a launcher relaying vLLM's lines at INFO
     line = parse("2024-07-13 15:07:34,932 - INFO - vLLM: ERROR 07-13 15:07:34 async_llm_engine.py:53]   "

@@ -48,6 +48,10 @@ _PREFIXES = [
     # a logging format of bracketed fields: "[2025-03-05 14:28:45,820] [ERROR] [MainThread] [vllm.worker] >>> "
     re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\] \[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\] "
                r"(?:\[[^\]\s]*\] )*(?:>+ )?"),
+    # a logging format of adjacent brackets, the source file's only on some records (an SGLang
+    # deployment's log config): "[2026-03-13 15:56:59][prefill.py:290][ERROR]: ", "[2026-03-13 15:56:59][INFO]: "
+    re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\](?:\[[\w.-]+:\d+\])?"
+               r"\[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]:? "),
     # SGLang: "[2025-04-09 05:05:13 TP0] ", "[2025-04-09 05:05:13 DP0 TP0 EP0] "
     re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?P<origin>[A-Z]+\d+(?: [A-Z]+\d+)*))?\] "),
     # vLLM / Ray workers: "(APIServer pid=1805) ", "(VllmWorker rank=0 pid=12) ", Ray's
