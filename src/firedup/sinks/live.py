@@ -45,8 +45,9 @@ def final(console: Console, verdict: Verdict, note: str | None, target: str | No
     if target:
         console.print(f"{target}:")
     summary.render(verdict, console)
-    if phase_line(verdict.phases):  # phases under half a second are left out, and maybe all of them
-        console.print(Text(f"  phases: {phase_line(verdict.phases)}", "dim"))
+    phases = phase_line(verdict.phases)  # phases under half a second are left out, and maybe all of them
+    if phases:
+        console.print(Text(f"  phases: {phases}", "dim"))
     if note:
         console.print(Text(f"  {note}"))
 
