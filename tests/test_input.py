@@ -327,6 +327,15 @@ def test_a_log_saved_as_utf16_with_its_bom_reads_as_the_same_log(tmp_path, log, 
     assert (verdict.outcome, verdict.cause, verdict.evidence) == (expected.outcome, expected.cause, expected.evidence)
 
 
+def test_a_utf16_log_cut_inside_a_character_keeps_what_was_cut(tmp_path):
+    # a copy taken while the server wrote: the last character's second byte is missing
+    saved = tmp_path / "log.txt"
+    text = 'Traceback (most recent call last):\r\n  File "serve.py", line 1, in <module>\r\nValueError: caf\u00e9'
+    saved.write_bytes(text.encode("utf-16")[:-1])
+    verdict = diagnose(saved)
+    assert verdict.evidence["line"] == "ValueError: caf\ufffd"
+
+
 def test_a_log_truncated_under_its_writer_is_read_past_the_hole(tmp_path):
     # logrotate's copytruncate: the server writes on at its offset, the file starts with NULs
     log = tmp_path / "server.log"

@@ -60,6 +60,10 @@ def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | No
             chunk = utf16.decode(chunk).encode()
         for signal in engine.feed(chunk):
             judge.feed(signal)
+    if utf16 is not None:
+        # an odd last byte: the replacement character, not a lost line
+        for signal in engine.feed(utf16.decode(b"", final=True).encode()):
+            judge.feed(signal)
     for signal in engine.close():
         judge.feed(signal)
     return judge.finish()

@@ -152,7 +152,7 @@ class Engine:
                 if found is not None and lines.parse(found.line).message in line.text:
                     found = None  # a second handler's copy of this warning
                 break
-            if tracebacks.REQUEST_SITE.search(line.text):
+            if tracebacks.request_site(line.text):
                 continue  # the OpenAI layer answering a request with an error: no server's last words
             hit = self._match(line, self._line_rules)
             if hit is None or hit[0].kind == "fatal":

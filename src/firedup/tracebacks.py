@@ -85,8 +85,15 @@ _REQUEST_FRAME = re.compile(
 # classes, the tool and reasoning parsers): "ERROR 06-04 11:39:38 [serving_chat.py:199] ".
 # Such a layer logs each line of a request's traceback under its own name, so a
 # window cut after the frames still says whose the exception was.
-REQUEST_SITE = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+_REQUEST_SITE = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
                           r"\[?(?:serving(?:_\w+)?|\w+_(?:tool|reasoning)_parser)\.py:\d+\] ")
+
+
+def request_site(text: str) -> bool:
+    # the substrings spare the pattern on nearly every line
+    return ("serving" in text or "_parser.py:" in text) and bool(_REQUEST_SITE.search(text))
+
+
 # A frame of vLLM V0's engine loop: an exception raised through it killed the
 # engine, whichever request's traceback shows it.
 _ENGINE_FRAME = re.compile(
@@ -185,99 +192,102 @@ class Assembler:
             aliases = {line.origin, line.outer} - {origin, ""}
             self.block = self._blocks[origin] = _Block(origin, lineno, line.text, level, aliases)
             self.block.margin = len(msg) - len(msg.lstrip(" "))
-            self.block.request = bool(REQUEST_SITE.search(line.text))
+            self.block.request = request_site(line.text)
             return self._expire(lineno, out)
         if block is None and _PYTHON_FRAME.match(msg):
             # a window that starts inside a traceback: its frames still say where it was raised
             block = self._blocks[origin] = _Block(origin, lineno, line.text, line.level)
             block.headless = True
         if block is not None:
-            block.last = lineno
-            self.consumed = True
-            self.block = block
-            request = block.request  # as it was, should this line turn out not to be the block's
-            block.request = request or bool(REQUEST_SITE.search(line.text))
             if block.margin and msg[:block.margin].isspace() and not msg[block.margin:block.margin + 1].isspace():
                 msg = msg[block.margin:]
                 line = line._replace(message=msg)
-            if not msg:
-                # a record's empty line ("ERROR 06-10 16:33:51 [core.py:398]" alone): the
-                # blank line between an exception and its chain, as a logger prints it
-                self.absorbed = True
+            if self._join(block, lineno, line):
+                block.last = lineno
+                block.request = block.request or request_site(line.text)
+                self.consumed = True
+                self.block = block
                 return out
-            if block.state == "frames":
-                if msg[:1].isspace() or msg.startswith(_MARKED):
-                    self.absorbed = True
-                    block.flat = False
-                    if _FRAME.match(msg):
-                        block.frame, block.statement = msg.lstrip(" >"), ""
-                        block.see(block.frame)
-                        block.said = (lineno, line.text)
-                    elif not block.statement and not _CARETS.match(msg):
-                        block.statement = msg.strip()
-                        block.said = (lineno, line.text)
-                    return out
-                if msg.startswith(_FLAT_FRAME) or block.flat or (block.statement and _CARETS.match(msg)):
-                    # a traceback pasted with its indent lost: a frame at the margin, its source
-                    # line (whatever it looks like) right under it, then carets
-                    self.absorbed = True
-                    if msg.startswith(_FLAT_FRAME):
-                        block.frame, block.statement, block.flat = msg, "", True
-                        block.see(block.frame)
-                        block.said = (lineno, line.text)
-                    elif block.flat:
-                        block.statement, block.flat = msg.strip(), False
-                        block.said = (lineno, line.text)
-                    return out
-                if _IN_BLOCK.match(msg) and (not block.headless or BARE.match(msg)):
-                    block.exceptions.append((lineno, line))
-                    block.frames[lineno] = block.frame
-                    block.statements[lineno] = block.statement
-                    block.state = "exception"
-                    return out
-            elif block.state == "torchscript":
-                # TorchScript's own traceback, until the exception it wraps
-                if BARE.match(msg):
-                    block.exceptions.append((lineno, line))
-                    block.frames[lineno] = block.frame
-                    block.state = "exception"
-                else:
-                    self.absorbed = True
-                    if _FRAME.match(msg):
-                        block.frame = msg.lstrip()
-                return out
-            elif block.state == "exception" and msg.startswith(_TORCHSCRIPT) and block.exceptions \
-                    and _INTERPRETER in block.exceptions[-1][1].message:
-                block.wrappers.add(block.exceptions[-1][0])
-                block.state = "torchscript"
-                self.absorbed = True
-                return out
-            elif chain := CHAIN.match(msg):
-                if block.exceptions and (chain.group(0).startswith("During handling")
-                                         or ":" not in block.exceptions[-1][1].message):
-                    # a handler raised another in it; or, with "raise ... from", one with no
-                    # message ("TimeoutError") under the one that says what timed out
-                    block.caught.add(block.exceptions[-1][0])
-                block.state = "chain"
-                self.absorbed = True
-                return out
-            elif block.state == "exception" and msg[:1].isspace():
-                # the message goes on, indented (pydantic's "  Value error, ...")
-                block.details.setdefault(block.exceptions[-1][0], []).append((lineno, line))
-                return out
-            self.consumed = False
-            self.block = None
-            block.request = request
             out += self._close(block)
         if line.level and _FAILED.search(msg) and not _NAMED.search(msg):
             self._before = (lineno, line.origin, line.level)
         if BARE.match(msg):
             out.append(Signal("exception", lineno, line.text, origin=line.origin,
-                              data={"message": msg, "request": bool(REQUEST_SITE.search(line.text))}))
+                              data={"message": msg, "request": request_site(line.text)}))
         elif WHAT.match(msg):
             out.append(Signal("exception", lineno, line.text, origin=line.origin,
                               data={"message": msg.strip(), "what": True}))
         return self._expire(lineno, out)
+
+    def _join(self, block: _Block, lineno: int, line: Line) -> bool:
+        """Whether ``line`` belongs to ``block`` (a frame, an exception, a chain, a message going on)."""
+        msg = line.message
+        if not msg:
+            # a record's empty line ("ERROR 06-10 16:33:51 [core.py:398]" alone): the
+            # blank line between an exception and its chain, as a logger prints it
+            self.absorbed = True
+            return True
+        if block.state == "frames":
+            if msg[:1].isspace() or msg.startswith(_MARKED):
+                self.absorbed = True
+                block.flat = False
+                if _FRAME.match(msg):
+                    block.frame, block.statement = msg.lstrip(" >"), ""
+                    block.see(block.frame)
+                    block.said = (lineno, line.text)
+                elif not block.statement and not _CARETS.match(msg):
+                    block.statement = msg.strip()
+                    block.said = (lineno, line.text)
+                return True
+            if msg.startswith(_FLAT_FRAME) or block.flat or (block.statement and _CARETS.match(msg)):
+                # a traceback pasted with its indent lost: a frame at the margin, its source
+                # line (whatever it looks like) right under it, then carets
+                self.absorbed = True
+                if msg.startswith(_FLAT_FRAME):
+                    block.frame, block.statement, block.flat = msg, "", True
+                    block.see(block.frame)
+                    block.said = (lineno, line.text)
+                elif block.flat:
+                    block.statement, block.flat = msg.strip(), False
+                    block.said = (lineno, line.text)
+                return True
+            if _IN_BLOCK.match(msg) and (not block.headless or BARE.match(msg)):
+                block.exceptions.append((lineno, line))
+                block.frames[lineno] = block.frame
+                block.statements[lineno] = block.statement
+                block.state = "exception"
+                return True
+        elif block.state == "torchscript":
+            # TorchScript's own traceback, until the exception it wraps
+            if BARE.match(msg):
+                block.exceptions.append((lineno, line))
+                block.frames[lineno] = block.frame
+                block.state = "exception"
+            else:
+                self.absorbed = True
+                if _FRAME.match(msg):
+                    block.frame = msg.lstrip()
+            return True
+        elif block.state == "exception" and msg.startswith(_TORCHSCRIPT) and block.exceptions \
+                and _INTERPRETER in block.exceptions[-1][1].message:
+            block.wrappers.add(block.exceptions[-1][0])
+            block.state = "torchscript"
+            self.absorbed = True
+            return True
+        elif chain := CHAIN.match(msg):
+            if block.exceptions and (chain.group(0).startswith("During handling")
+                                     or ":" not in block.exceptions[-1][1].message):
+                # a handler raised another in it; or, with "raise ... from", one with no
+                # message ("TimeoutError") under the one that says what timed out
+                block.caught.add(block.exceptions[-1][0])
+            block.state = "chain"
+            self.absorbed = True
+            return True
+        elif block.state == "exception" and msg[:1].isspace():
+            # the message goes on, indented (pydantic's "  Value error, ...")
+            block.details.setdefault(block.exceptions[-1][0], []).append((lineno, line))
+            return True
+        return False
 
     def close(self) -> list[Signal]:
         out: list[Signal] = []
