@@ -988,6 +988,7 @@ def test_a_stop_from_outside_before_ready_is_incomplete():
     v = run.finish()
     assert v.outcome == "incomplete"
     assert "Waiting for creating a placement group" in v.evidence["line"]  # where it had got, not the stop
+    assert "livenessProbe" in v.remedy  # what stops a slow start on Kubernetes
 
 
 @pytest.mark.parametrize("stop", [
@@ -1369,3 +1370,52 @@ def test_a_llamacpp_window_in_its_2024_text_format_names_the_family_and_its_read
                    f'INFO [                    main] HTTP server listening | tid="{tid}" timestamp=1751293931 '
                    'n_threads_http="31" port="8080" hostname="127.0.0.1"\n')
     assert (v.server, v.outcome) == ("llamacpp", "ready") and v.evidence["lineno"] == 2
+
+
+GGML_STACK = "".join(f"./llama-server(+0x{0x33bcc + i:x})[0x62c8fd587bcc]\n" for i in range(30))
+
+
+def test_ggmls_stack_printed_before_terminate_gives_way_to_the_exceptions_message():
+    # ggml's terminate handler prints the stack first, then the C++ runtime says what was thrown
+    run = Run(server="llamacpp")
+    run.log("srv  params_from_: Chat format: DeepSeek R1\n"
+            "/b/libggml-base.so(+0x158fb)[0x7f51338028fb]\n"
+            "/b/libggml-base.so(ggml_print_backtrace+0x21c)[0x7f5133802d5c]\n" + GGML_STACK
+            + "terminate called after throwing an instance of 'std::runtime_error'\n"
+            "  what():  Invalid diff: now finding less tool calls!\n"
+            "Aborted (core dumped)\n", at=1)
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", "other")
+    assert v.evidence["line"] == "  what():  Invalid diff: now finding less tool calls!"
+
+
+def test_ggmls_stack_alone_is_an_abort():
+    # GGML_ABORT's message lost from the paste: the stack still says the process aborted
+    run = Run(server="llamacpp")
+    run.log("slot update_slots: id  2 | task 1950 | n_past = 75, slot.prompt.tokens.size() = 821, seq_id = 2, "
+            "pos_min = -1\n"
+            "libggml-base.so(ggml_print_backtrace+0x21f)[0x72edb99cd82f]\n"
+            "libggml-base.so(ggml_abort+0x152)[0x72edb99cda02]\n" + GGML_STACK, at=1)
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", "segfault")
+
+
+def test_a_window_of_requests_refused_as_the_clients_mistake_is_a_server_that_answers():
+    run = Run()
+    run.log('INFO:     127.0.0.1:55504 - "GET / HTTP/1.1" 404 Not Found\n'
+            "INFO 07-07 20:12:44 metrics.py:295] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+            "0.0 tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%\n"
+            'INFO:     127.0.0.1:53798 - "POST /generate HTTP/1.1" 404 Not Found\n', at=1)
+    assert run.finish().outcome == "ready"
+
+
+def test_vllms_api_server_finding_its_engine_process_gone_is_the_first_word_of_its_death():
+    run = Run()
+    run.log("ERROR 02-07 02:51:31 client.py:300] RuntimeError('Engine process (pid 20) died.')\n"
+            "ERROR 02-07 02:51:31 client.py:300] NoneType: None\n"
+            "ERROR 02-07 02:51:34 serving_chat.py:661] vllm.engine.multiprocessing.MQEngineDeadError: Engine loop is "
+            "not running. Inspect the stacktrace to find the original error: RuntimeError('Engine process (pid 20) "
+            "died.').\n"
+            "CRITICAL 02-07 02:51:34 launcher.py:101] MQLLMEngine is already dead, terminating server process\n", at=1)
+    v = run.finish()
+    assert (v.outcome, v.cause, v.evidence["lineno"]) == ("failed", "worker_died", 1)

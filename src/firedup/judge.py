@@ -71,8 +71,9 @@ exception lines, tracebacks cut short), in log order, the root is
    process's own traceback; ``warmup_failed`` and SGLang's "Capture cuda
    graph failed": where start-up failed, not why; ``other``); a
    ``terminate called after throwing ...`` gives way to the ``what():`` line
-   under it, the C++ exception's own message, and an abort or a kill to the
-   first fatal line before it (ggml's "CUDA error: ..."); a fatal line or
+   under it, the C++ exception's own message (so does a native stack printed
+   before that line, within STACK_LINES: ggml's backtrace), and an abort or a
+   kill to the first fatal line before it (ggml's "CUDA error: ..."); a fatal line or
    an exception no rule explains while the server's own warm-up request ran
    (after its HTTP server came up: SGLang's watchdog, its warm-up thread's
    traceback) is ``warmup_failed``; an exception no rule explains
@@ -214,6 +215,8 @@ WRAPPER = 3.5
 _QUOTED_MIN = 20
 # Lines naming one cause this close to each other tell one failure.
 BURST_LINES = 20
+# How deep a native stack printed before the line saying how the process died may be.
+STACK_LINES = 100
 
 OTHER_EXPLANATION = "The server stopped on an error that no rule names; the evidence line is the root error."
 OTHER_REMEDY = ("Read the traceback around the evidence line, and search the server's issues for its message; "
@@ -226,6 +229,9 @@ INCOMPLETE_EXPLANATION = ("The log ends before the server said it was ready, wit
                           "the evidence line is where it had got.")
 STOPPED_EXPLANATION = ("The server was stopped from outside (a signal, Ctrl-C) before it was ready; "
                        "the evidence line is where it had got.")
+STOPPED_REMEDY = ("Find what stopped it: an orchestrator's probe or time limit shorter than the start (a Kubernetes "
+                  "livenessProbe: add a startupProbe or a longer initialDelaySeconds; a scheduler's --time), "
+                  "a supervisor restarting it, or a person. Then start it again and let it load.")
 EMPTY_EXPLANATION = "The log is empty: there is nothing in it to read."
 INCOMPLETE_REMEDY = ("If the server is still starting, follow it instead (firedup watch FILE); if it is gone, "
                      "look for how it ended outside the log: its exit code, dmesg (the kernel's OOM killer), "
@@ -731,7 +737,7 @@ class Judge:
             return self._verdict("ready", now, self._evidence_of(self.up))
         if self.stopped is not None:
             return self._verdict("incomplete", now, self._evidence_of(self._before_stop()),
-                                 explanation=STOPPED_EXPLANATION, remedy=INCOMPLETE_REMEDY)
+                                 explanation=STOPPED_EXPLANATION, remedy=STOPPED_REMEDY)
         where = self._where_it_got()
         return self._verdict("incomplete", now, where, explanation=INCOMPLETE_EXPLANATION if where else
                              EMPTY_EXPLANATION, remedy=INCOMPLETE_REMEDY)
@@ -740,10 +746,11 @@ class Judge:
         """Whether a finished log with no ready line goes on, after whatever of its
         start it shows, with requests the server answered with errors (their
         tracebacks the requests'): a server that takes requests is up. Not where its
-        HTTP server was read coming up before ready: SGLang's warm-up request may
-        fail on its API before its ready line."""
+        HTTP server was read coming up before ready, nor during its own warm-up:
+        SGLang answers HTTP while it warms up, and its warm-up request may fail on
+        its API before its ready line."""
         return self.first_request is not None and self.up is None and not self.warming_up \
-            and self.stopped is None
+            and self.phase != "warmup" and self.stopped is None
 
     def _ended_up(self) -> bool:
         """Whether a log with no ready line ends with its HTTP server starting
@@ -886,6 +893,12 @@ class Judge:
         if not says_how and best.cause != "worker_died":
             return best
         what = next((c for c in candidates if c.data.get("what") and 0 < c.lineno - best.lineno <= 2), None)
+        if what is None and says_how:
+            # a native stack printed before the line saying how it died (ggml's handler prints
+            # its backtrace, then "terminate called ..."): the exception's message under that line
+            what = next((c for c in candidates if c.data.get("what") and 0 < c.lineno - best.lineno <= STACK_LINES
+                         and any(t.kind == "fatal" and t.rule is not None and t.rule.consequence
+                                 and 0 < c.lineno - t.lineno <= 2 for t in candidates)), None)
         if what is not None:
             return what
         fatal = next((c for c in candidates if c.kind == "fatal" and 0 < best.lineno - c.lineno <= CONTEXT_LINES
