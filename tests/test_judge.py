@@ -1419,3 +1419,21 @@ def test_vllms_api_server_finding_its_engine_process_gone_is_the_first_word_of_i
             "CRITICAL 02-07 02:51:34 launcher.py:101] MQLLMEngine is already dead, terminating server process\n", at=1)
     v = run.finish()
     assert (v.outcome, v.cause, v.evidence["lineno"]) == ("failed", "worker_died", 1)
+
+
+def test_a_traceback_quoted_in_an_exception_behind_a_prefix_ends_the_one_before_it():
+    # Ray Serve's status quotes a replica's traceback, whose exception quotes another; behind compose's prefix
+    window = "".join(f"vllm-1  | {line}\n" for line in [
+        "          ray::ServeReplica:q:VLLMDeployment.initialize_and_get_metadata() (pid=1535, ip=10.191.48.218)",
+        '            File "/usr/lib/python3.10/concurrent/futures/_base.py", line 451, in result',
+        "              return self.__get_result()",
+        "          RuntimeError: Traceback (most recent call last):",
+        '            File "/v/vllm/worker/worker.py", line 9, in init_device',
+        "              torch._C._cuda_init()",
+        "          RuntimeError: No CUDA GPUs are available",
+    ])
+    run = Run()
+    run.log(window, at=1)
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", "gpu_unavailable")
+    assert v.evidence["line"].endswith("RuntimeError: No CUDA GPUs are available")

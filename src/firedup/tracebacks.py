@@ -186,6 +186,11 @@ class Assembler:
                 return out
             if block is not None:
                 out += self._close(block)
+            own = self._blocks.get(line.origin) if origin != line.origin else None
+            if own is not None:
+                # the header sits inside a record of an origin whose block was open: that block
+                # ended, as it would at any other line of that origin that is not its own
+                out += self._close(own)
             # the record just before (or, for one structured record, the same line: its first line)
             level = self._before[2] if not line.level and self._before[0] in (lineno - 1, lineno) \
                 and self._before[1] == origin else ""
