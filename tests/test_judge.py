@@ -282,6 +282,30 @@ def test_a_llamacpp_window_cut_after_its_start_is_ready_once_its_task_loop_runs(
     assert verdict.outcome == "ready" and "all slots are idle" in verdict.evidence["line"]
 
 
+def test_a_llamacpp_window_of_slots_retrying_a_full_kv_cache_is_a_server_that_serves():
+    # no banner, no ready line: a slot took a request, and its batches found no room in the
+    # KV cache shared by the slots (llama-server retries them smaller and goes on)
+    window = ("slot launch_slot_: id  1 | task 7 | processing task\n"
+              "slot update_slots: id  1 | task 7 | prompt processing progress, n_past = 1119, n_tokens = 2048\n"
+              "decode: failed to find a memory slot for batch of size 2048\n"
+              "srv  update_slots: failed to find free space in the KV cache, retrying with smaller batch size, "
+              "i = 0, n_batch = 1024, ret = 1\n"
+              "decode: failed to find a memory slot for batch of size 1024\n")
+    run = Run()
+    run.log(window, at=1)
+    verdict = run.finish()
+    assert verdict.outcome == "ready" and "processing task" in verdict.evidence["line"]
+
+
+def test_sglangs_nan_check_in_a_window_with_no_banner_is_a_warning():
+    # the sampler masks the NaNs and goes on; only SGLang's CI mode raises it
+    window = "".join(f"[2024-11-08 04:44:04 TP{r}] Detected errors during sampling! NaN in the logits.\n"
+                     for r in (0, 1, 0, 1))
+    run = Run()
+    run.log(window, at=1)
+    assert run.finish().outcome == "incomplete"
+
+
 def test_a_pd_servers_aborted_requests_are_not_its_failure():
     # SGLang's prefill server of a PD pair: the decode side went away, each request is answered 500
     window = "".join(f"[2026-02-19 16:33:31 TP{r}] Prefill bootstrap failed for request rank={r} req.rid='be00' "
