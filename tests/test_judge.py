@@ -306,6 +306,18 @@ def test_sglangs_nan_check_in_a_window_with_no_banner_is_a_warning():
     assert run.finish().outcome == "incomplete"
 
 
+def test_mooncakes_failed_transfers_in_a_window_are_not_the_servers_failure():
+    # the KV transfer of one request failed (the peer went away): the server goes on
+    window = ("E0528 06:32:54.259475 735764 tcp_transport.cpp:170] Session::readBody failed. Error: End of file "
+              "(value: 2), total_transferred_bytes_: 0, current transferred_bytes: 0\n"
+              "E0603 20:16:59.295828 27384 worker_pool.cpp:271] Worker: Process failed for slice (opcode: 1, "
+              "source_addr: 0x7f20fe081680, length: 65536, local_nic: mlx5_0, retry_cnt: 0): transport retry "
+              "counter exceeded\n")
+    run = Run()
+    run.log(window, at=1)
+    assert run.finish().outcome == "incomplete"
+
+
 def test_a_pd_servers_aborted_requests_are_not_its_failure():
     # SGLang's prefill server of a PD pair: the decode side went away, each request is answered 500
     window = "".join(f"[2026-02-19 16:33:31 TP{r}] Prefill bootstrap failed for request rank={r} req.rid='be00' "
