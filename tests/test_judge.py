@@ -318,6 +318,25 @@ def test_mooncakes_failed_transfers_in_a_window_are_not_the_servers_failure():
     assert run.finish().outcome == "incomplete"
 
 
+@pytest.mark.parametrize("window, outcome", [
+    # a text-generation-webui wrapper: llama-server's ready line, then the wrapper's own traceback
+    ("main: server is listening on http://127.0.0.1:51389 - starting the main loop\n"
+     "21:15:27-760271 ERROR    Failed to load the extension \"long_term_memory\".\n"
+     "Traceback (most recent call last):\n"
+     "  File \"C:\\tgw\\modules\\extensions.py\", line 37, in load_extensions\n"
+     "IndentationError: expected an indented block after 'try' statement on line 7\n", "ready"),
+    # Ctrl-C twice: llama-server exits at once, and Metal's assert on the way out is the stop's
+    ("26.55.100.947 I srv    operator(): operator(): cleaning up before exit...\n"
+     "Received second interrupt, terminating immediately.\n"
+     "/Users/x/llama.cpp/ggml/src/ggml-metal/ggml-metal-device.m:618: GGML_ASSERT([rsets->data count] == 0) failed\n"
+     "1   libggml-base.0.11.1.dylib           0x000000010589156c ggml_abort + 156\n", "incomplete"),
+])
+def test_a_llamacpp_window_with_no_banner_reads_its_ready_line_and_its_second_interrupt(window, outcome):
+    run = Run()
+    run.log(window, at=1)
+    assert run.finish().outcome == outcome
+
+
 def test_a_pd_servers_aborted_requests_are_not_its_failure():
     # SGLang's prefill server of a PD pair: the decode side went away, each request is answered 500
     window = "".join(f"[2026-02-19 16:33:31 TP{r}] Prefill bootstrap failed for request rank={r} req.rid='be00' "
