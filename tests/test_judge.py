@@ -883,6 +883,19 @@ def test_an_nccl_failure_is_evidenced_by_nccls_own_word_where_the_call_failed():
     assert v.cause == "nccl" and v.evidence["lineno"] == 1
 
 
+def test_nccls_word_between_two_processes_copies_of_its_failure_is_the_evidence():
+    # a worker on the other node fails first; the driver's NCCL says why, then fails the same way
+    failure = "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"
+    v = _failed("(RayWorkerWrapper pid=221, ip=172.19.0.143) Traceback (most recent call last):\n"
+                "(RayWorkerWrapper pid=221, ip=172.19.0.143)   File \"/x/vllm/distributed/pynccl.py\", line 9, in init\n"
+                "(RayWorkerWrapper pid=221, ip=172.19.0.143) " + failure +
+                "node1:908:1048 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+                "fe80::1cec:56ff:fe9c:9ac7%11<42363> failed : Network is unreachable\n"
+                "Traceback (most recent call last):\n"
+                "  File \"/x/vllm/distributed/pynccl.py\", line 9, in init\n" + failure)
+    assert v.cause == "nccl" and v.evidence["lineno"] == 4
+
+
 def test_an_exception_no_rule_explains_after_nccl_failed_is_nccls_failure():
     # vLLM 0.4's pynccl checked NCCL's return code with a bare assert
     v = _failed(NCCL_WARN + "Traceback (most recent call last):\n"

@@ -837,7 +837,7 @@ class Judge:
         elif best.kind in ("fatal", "last_words") or best.data.get("what"):
             evidence = self._first_copy(best)
         elif best.kind in ("exception", "fatal") and best.cause_rule is not None:
-            evidence = self._where_it_arose(best)
+            evidence = self._where_it_arose(best, candidates)
         if evidence is best and best.kind == "exception" and best.cause == "compile_error":
             # "Ninja build failed. Ninja output:": the compiler's own error below says what
             # failed (its output, not another exception of the chain: "Error building extension")
@@ -912,16 +912,27 @@ class Judge:
                      and c.data.get("caught") and c.lineno < best.lineno
                      and (c.cause_rule is None or not c.cause_rule.consequence)), best)
 
-    def _where_it_arose(self, best: Signal) -> Signal:
+    def _where_it_arose(self, best: Signal, candidates: list[Signal]) -> Signal:
         """A root that says only that a library failed ("NCCL error: unhandled
         system error"), or that repeats what such a line said, gives the
         evidence to that library's own word where the call failed, the first of
         them before it (within CONTEXT_LINES, after the ready line for a crash
-        while serving, not one logged as a warning)."""
+        while serving, not one logged as a warning). Else, where several
+        processes failed of it (a worker on another node, then the driver), the
+        library's word printed just before another process's copy of the same
+        message: the processes failed at one call, and only that line says why."""
         since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
-        return next((c for c in self.causes if since <= c.lineno < best.lineno and c.cause == best.cause
-                     and c.cause_rule is not None and c.cause_rule.arose and not _WATCHDOG_REPORT.search(c.line)
-                     and parse(c.line).level not in _HANDLED_LEVELS), best)
+        arose = [c for c in self.causes if since <= c.lineno and c.cause == best.cause
+                 and c.cause_rule is not None and c.cause_rule.arose and not _WATCHDOG_REPORT.search(c.line)
+                 and parse(c.line).level not in _HANDLED_LEVELS]
+        before = next((c for c in arose if c.lineno < best.lineno), None)
+        rule = best.cause_rule
+        if before is not None or rule is None or rule.arose:
+            return before or best
+        said = _tail(best.line, rule.pattern)
+        return next((c for c in arose if c.lineno > best.lineno and any(
+            0 < o.lineno - c.lineno <= CONTEXT_LINES and o.kind == best.kind and _tail(o.line, rule.pattern) == said
+            for o in candidates)), best)
 
     def _fault_after(self, fault: Signal) -> Signal:
         """A memory fault right after lines naming a root cause (an allocation
