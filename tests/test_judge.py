@@ -337,6 +337,24 @@ def test_a_llamacpp_window_with_no_banner_reads_its_ready_line_and_its_second_in
     assert run.finish().outcome == outcome
 
 
+def test_an_exception_whose_request_is_answered_500_just_after_it_is_the_requests():
+    # a window cut inside a request's traceback, its frames the media loader's: the access line says whose
+    window = ("  File \"/v/vllm/multimodal/video.py\", line 136, in load_bytes\n"
+              "    assert i == num_frames\n"
+              "AssertionError: Expected reading 32 frames, but only loaded 17 frames from video.\n"
+              "WARNING 07-01 09:52:23 [protocol.py:57] The following fields were present in the request but "
+              "ignored: {'do_sample'}\n"
+              "INFO:     10.178.76.128:20037 - \"POST /v1/chat/completions HTTP/1.1\" 500 Internal Server Error\n")
+    run = Run()
+    run.log(window, at=1)
+    assert run.finish().outcome == "ready"
+    # another process's exception (the engine's) is not the request's
+    engine = "".join(f"(EngineCore_DP0 pid=9) {line}\n" for line in window.splitlines()[:3])
+    run = Run()
+    run.log(engine + window.splitlines(keepends=True)[-1], at=1)
+    assert run.finish().outcome == "failed"
+
+
 def test_a_pd_servers_aborted_requests_are_not_its_failure():
     # SGLang's prefill server of a PD pair: the decode side went away, each request is answered 500
     window = "".join(f"[2026-02-19 16:33:31 TP{r}] Prefill bootstrap failed for request rank={r} req.rid='be00' "

@@ -24,6 +24,10 @@ Rules for the outcome:
   or a cause line with no exception of its own (an allocator's OOM message);
 - an exception whose traceback a logger wrote at WARNING (or INFO, DEBUG)
   level was handled by the server: it is listed as ignored, never a failure;
+- an exception that a request's error answer of the same process follows
+  within BURST_LINES (its access line: "POST /v1/chat/completions" 500) was
+  that request's (a window cut after the start), not during the server's own
+  warm-up nor after a fatal line;
 - a ready line printed before the port is bound (uvicorn's "Application
   startup complete.") waits, without a health probe, ``settle`` seconds for
   the bind to fail;
@@ -466,6 +470,8 @@ class Judge:
             self.version = s.data.get("version", self.version)
         elif kind == "benign":
             self._benign(s)
+            if s.rule.served:
+                self._answered_with_error(s)
             if s.rule.request:
                 self._requests = [*self._requests[-7:], s.lineno]
             if (s.rule.request or s.rule.served) and (self.first_request is None or s.rule.served
@@ -537,6 +543,22 @@ class Judge:
                 self.after_ready.append(c)
             else:
                 self._fail(c, now)
+
+    def _answered_with_error(self, s: Signal) -> None:
+        """A request answered with an error (its access line) just after an
+        exception of the same process, before ready: the exception was that
+        request's (a window cut after the server came up), the server goes on.
+        Not during the server's own warm-up, nor after a fatal line."""
+        if self.ready is not None or self.fatal or self.warming_up or self.phase == "warmup":
+            return
+        ours = [c for c in self.candidates if c.kind == "exception" and c.origin == s.origin
+                and 0 < s.lineno - c.lineno <= BURST_LINES and not c.data.get("engine")]
+        if ours and ours[-1] is self.candidates[-1]:
+            for c in ours:
+                self.candidates.remove(c)
+                self._unused(c, "request")
+            if not self.candidates:
+                self.pending_since = None
 
     def _request_since_ready(self) -> bool:
         """Whether a request's error came after ready: a shutdown after it says nothing."""
