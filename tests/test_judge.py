@@ -355,6 +355,24 @@ def test_an_exception_whose_request_is_answered_500_just_after_it_is_the_request
     assert run.finish().outcome == "failed"
 
 
+def test_pytorchs_heartbeat_monitor_ending_a_serving_process_is_a_crash_of_the_error_above_it():
+    # a rank's own error, a request answered (the window's only proof it was up), then
+    # PyTorch's heartbeat monitor ends the process: the rank's error is the cause
+    window = ("(Worker_TP0 pid=232) ERROR 09-07 20:59:45 [multiproc_executor.py:990] Traceback (most recent call "
+              "last):\n"
+              "(Worker_TP0 pid=232) ERROR 09-07 20:59:45 [multiproc_executor.py:990]   File \"/x/triton/compiler/"
+              "compiler.py\", line 465, in _init_handles\n"
+              "(Worker_TP0 pid=232) ERROR 09-07 20:59:45 [multiproc_executor.py:990] RuntimeError: Triton Error "
+              "[CUDA]: operation not permitted\n"
+              "(APIServer pid=1) INFO:     192.168.1.41:49968 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK\n"
+              "[rank0]:[F907 21:17:46.111258352 ProcessGroupNCCL.cpp:1653] [PG ID 0 PG GUID 0 Rank 0] Terminating "
+              "the process after attempting to dump debug info, due to collective timeout or exception.\n")
+    run = Run()
+    run.log(window, at=1)
+    v = run.finish()
+    assert v.outcome == "failed" and v.evidence["lineno"] == 3
+
+
 def test_a_pd_servers_aborted_requests_are_not_its_failure():
     # SGLang's prefill server of a PD pair: the decode side went away, each request is answered 500
     window = "".join(f"[2026-02-19 16:33:31 TP{r}] Prefill bootstrap failed for request rank={r} req.rid='be00' "
