@@ -239,9 +239,7 @@ def test_a_window_pasted_while_serving_is_ready_despite_a_requests_traceback():
               "ERROR 05-12 02:47:31 [serving_chat.py:897] Traceback (most recent call last):\n"
               "ERROR 05-12 02:47:31 [serving_chat.py:897]   File \"/v/serving_chat.py\", line 1, in gen\n"
               "ERROR 05-12 02:47:31 [serving_chat.py:897] IndexError: list index out of range\n")
-    run = Run()
-    run.log(window, at=1)
-    assert run.finish().outcome == "ready"
+    assert _window(window).outcome == "ready"
     # a window whose stats show nothing generated proves nothing, and an engine's traceback then fails it
     idle = window.replace("52.1 tokens/s", "0.0 tokens/s")
     run = Run()
@@ -266,9 +264,7 @@ def test_a_window_pasted_while_serving_is_ready_despite_a_requests_traceback():
     "model `Q` does not exist.', type='NotFoundError', param='model', code=404)\n",
 ])
 def test_a_window_of_a_requests_error_logged_by_the_openai_layer_is_not_a_failure(window):
-    run = Run()
-    run.log(window, at=1)
-    assert run.finish().outcome == "incomplete"
+    assert _window(window).outcome == "incomplete"
 
 
 def test_a_llamacpp_window_cut_after_its_start_is_ready_once_its_task_loop_runs():
@@ -291,9 +287,7 @@ def test_a_llamacpp_window_of_slots_retrying_a_full_kv_cache_is_a_server_that_se
               "srv  update_slots: failed to find free space in the KV cache, retrying with smaller batch size, "
               "i = 0, n_batch = 1024, ret = 1\n"
               "decode: failed to find a memory slot for batch of size 1024\n")
-    run = Run()
-    run.log(window, at=1)
-    verdict = run.finish()
+    verdict = _window(window)
     assert verdict.outcome == "ready" and "processing task" in verdict.evidence["line"]
 
 
@@ -301,9 +295,7 @@ def test_sglangs_nan_check_in_a_window_with_no_banner_is_a_warning():
     # the sampler masks the NaNs and goes on; only SGLang's CI mode raises it
     window = "".join(f"[2024-11-08 04:44:04 TP{r}] Detected errors during sampling! NaN in the logits.\n"
                      for r in (0, 1, 0, 1))
-    run = Run()
-    run.log(window, at=1)
-    assert run.finish().outcome == "incomplete"
+    assert _window(window).outcome == "incomplete"
 
 
 def test_mooncakes_failed_transfers_in_a_window_are_not_the_servers_failure():
@@ -313,9 +305,7 @@ def test_mooncakes_failed_transfers_in_a_window_are_not_the_servers_failure():
               "E0603 20:16:59.295828 27384 worker_pool.cpp:271] Worker: Process failed for slice (opcode: 1, "
               "source_addr: 0x7f20fe081680, length: 65536, local_nic: mlx5_0, retry_cnt: 0): transport retry "
               "counter exceeded\n")
-    run = Run()
-    run.log(window, at=1)
-    assert run.finish().outcome == "incomplete"
+    assert _window(window).outcome == "incomplete"
 
 
 @pytest.mark.parametrize("window, outcome", [
@@ -332,9 +322,7 @@ def test_mooncakes_failed_transfers_in_a_window_are_not_the_servers_failure():
      "1   libggml-base.0.11.1.dylib           0x000000010589156c ggml_abort + 156\n", "incomplete"),
 ])
 def test_a_llamacpp_window_with_no_banner_reads_its_ready_line_and_its_second_interrupt(window, outcome):
-    run = Run()
-    run.log(window, at=1)
-    assert run.finish().outcome == outcome
+    assert _window(window).outcome == outcome
 
 
 def test_an_exception_whose_request_is_answered_500_just_after_it_is_the_requests():
@@ -345,9 +333,7 @@ def test_an_exception_whose_request_is_answered_500_just_after_it_is_the_request
               "WARNING 07-01 09:52:23 [protocol.py:57] The following fields were present in the request but "
               "ignored: {'do_sample'}\n"
               "INFO:     10.178.76.128:20037 - \"POST /v1/chat/completions HTTP/1.1\" 500 Internal Server Error\n")
-    run = Run()
-    run.log(window, at=1)
-    assert run.finish().outcome == "ready"
+    assert _window(window).outcome == "ready"
     # another process's exception (the engine's) is not the request's
     engine = "".join(f"(EngineCore_DP0 pid=9) {line}\n" for line in window.splitlines()[:3])
     run = Run()
@@ -367,9 +353,7 @@ def test_pytorchs_heartbeat_monitor_ending_a_serving_process_is_a_crash_of_the_e
               "(APIServer pid=1) INFO:     192.168.1.41:49968 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK\n"
               "[rank0]:[F907 21:17:46.111258352 ProcessGroupNCCL.cpp:1653] [PG ID 0 PG GUID 0 Rank 0] Terminating "
               "the process after attempting to dump debug info, due to collective timeout or exception.\n")
-    run = Run()
-    run.log(window, at=1)
-    v = run.finish()
+    v = _window(window)
     assert v.outcome == "failed" and v.evidence["lineno"] == 3
 
 
@@ -378,9 +362,7 @@ def test_a_pd_servers_aborted_requests_are_not_its_failure():
     window = "".join(f"[2026-02-19 16:33:31 TP{r}] Prefill bootstrap failed for request rank={r} req.rid='be00' "
                      "req.bootstrap_room=21 with exception KVTransferError(bootstrap_room=21): Aborted by AbortReq.\n"
                      for r in range(4))
-    run = Run()
-    run.log(window, at=1)
-    assert run.finish().outcome == "ready"
+    assert _window(window).outcome == "ready"
 
 
 def test_a_traceback_pasted_without_its_indent_is_still_one_traceback():
@@ -771,6 +753,13 @@ def test_a_health_200_whose_owner_cannot_be_checked_is_ready_with_a_note():
 
 
 # -- the root-cause policy (judge.py's docstring) ----------------------------
+
+def _window(text: str):
+    """The verdict on a window of a log, pasted with no server named."""
+    run = Run()
+    run.log(text, at=1)
+    return run.finish()
+
 
 def _failed(text: str, server=None):
     run = Run(server=server)
@@ -1536,8 +1525,6 @@ def test_a_traceback_quoted_in_an_exception_behind_a_prefix_ends_the_one_before_
         "              torch._C._cuda_init()",
         "          RuntimeError: No CUDA GPUs are available",
     ])
-    run = Run()
-    run.log(window, at=1)
-    v = run.finish()
+    v = _window(window)
     assert (v.outcome, v.cause) == ("failed", "gpu_unavailable")
     assert v.evidence["line"].endswith("RuntimeError: No CUDA GPUs are available")
