@@ -1038,6 +1038,21 @@ def test_a_cpp_abort_after_an_nccl_watchdog_is_nccl():
     assert v.cause == "nccl" and v.evidence["line"] == watchdog
 
 
+def test_nccls_watchdog_reporting_after_its_dump_gives_the_evidence_to_its_first_word():
+    # the watchdog's own line, the failed collective's stack (the dump), a minute later its report,
+    # then the abort quoting the report
+    watchdog = ("[rank1]:[E825 00:42:25.854022710 ProcessGroupNCCL.cpp:689] [Rank 1] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=3474, OpType=_ALLGATHER_BASE) ran for 600079 milliseconds "
+                "before timing out.")
+    report = ("[rank1]:[E825 00:43:25.869125306 ProcessGroupNCCL.cpp:2119] [PG ID 2 PG GUID 3 Rank 1] Process group "
+              "watchdog thread terminated with exception: [Rank 1] Watchdog caught collective operation timeout: "
+              "WorkNCCL(SeqNum=3474, OpType=_ALLGATHER_BASE) ran for 600079 milliseconds before timing out.")
+    stack = "".join(f"#{i} frame_{i} from /x/torch/distributed/c10d.py:{i}\n" for i in range(35))
+    v = _failed(watchdog + "\n" + stack + report + "\nterminate called after throwing an instance of "
+                "'c10::DistBackendError'\n  what():  " + report.split("] ", 2)[2] + "\n")
+    assert v.cause == "nccl" and v.evidence["line"] == watchdog
+
+
 def test_an_abort_alone_is_a_segfault():
     v = _failed("loading\nterminate called after throwing an instance of 'std::runtime_error'\n")
     assert v.cause == "segfault"

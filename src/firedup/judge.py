@@ -985,7 +985,10 @@ class Judge:
         for c in reversed(self.causes):
             if c.lineno >= found.lineno:
                 continue
-            if found.lineno - c.lineno > BURST_LINES:
+            # NCCL's watchdog reports what it caught after its dump (a minute later,
+            # the failed collective's stack between): its own line said it first
+            reach = CONTEXT_LINES if _WATCHDOG_REPORT.search(found.line) else BURST_LINES
+            if found.lineno - c.lineno > reach:
                 break
             if c.cause_rule is rule and _tail(c.line, rule.pattern) == tail:
                 found = c
