@@ -1058,6 +1058,19 @@ def test_an_abort_alone_is_a_segfault():
     assert v.cause == "segfault"
 
 
+def test_tgis_download_step_failing_is_the_exception_its_traceback_ends_in():
+    # the launcher's last word ("Error: DownloadError", Rust's) printed under the traceback's header,
+    # before its frames: no Python exception, and the download step's failure says only where it failed
+    v = _failed("2023-06-19T08:20:19.513324Z ERROR text_generation_launcher: Download encountered an error: "
+                "Traceback (most recent call last):\n"
+                "Error: DownloadError\n\n"
+                "  File \"/opt/conda/lib/python3.9/site-packages/text_generation_server/utils/convert.py\", line 20, "
+                "in check_file_size\n"
+                "    raise RuntimeError(\n\n"
+                "RuntimeError: The file size different is more than 5%:\n", server="tgi")
+    assert v.cause == "other" and v.evidence["lineno"] == 7
+
+
 def test_a_subprocess_exit_notice_after_its_own_traceback_is_that_traceback():
     v = _failed("[2025-01-01 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
                 "  File \"s.py\", line 1, in run\n"

@@ -256,7 +256,9 @@ class Assembler:
                     block.statement, block.flat = msg.strip(), False
                     block.said = (lineno, line.text)
                 return True
-            if _IN_BLOCK.match(msg) and (not block.headless or BARE.match(msg)):
+            # before any frame only a name that says it is an exception ends the block
+            # ("Error: DownloadError" is TGI's launcher, interleaved under a header)
+            if _IN_BLOCK.match(msg) and ((block.frame and not block.headless) or BARE.match(msg)):
                 block.exceptions.append((lineno, line))
                 block.frames[lineno] = block.frame
                 block.statements[lineno] = block.statement
