@@ -18,7 +18,7 @@ dir=$(mkdir -p "$dir" && cd "$dir" && pwd)
 install_tf() {
   if ! "$dir/venv-tf/bin/python" -c 'import transformers, torch' 2>/dev/null; then
     python3 -m venv "$dir/venv-tf"
-    "$dir/venv-tf/bin/pip" install -q torch==2.13.0 "transformers[serving]"
+    "$dir/venv-tf/bin/pip" install -q torch==2.13.0 "transformers[serving]==5.24.0"
   fi
 }
 
