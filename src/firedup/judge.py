@@ -471,7 +471,7 @@ class Judge:
         elif kind == "benign":
             self._benign(s)
             if s.rule.served:
-                self._answered_with_error(s)
+                self._served_after(s)
             if s.rule.request:
                 self._requests = [*self._requests[-7:], s.lineno]
             if (s.rule.request or s.rule.served) and (self.first_request is None or s.rule.served
@@ -544,11 +544,12 @@ class Judge:
             else:
                 self._fail(c, now)
 
-    def _answered_with_error(self, s: Signal) -> None:
-        """A request answered with an error (its access line) just after an
-        exception of the same process, before ready: the exception was that
-        request's (a window cut after the server came up), the server goes on.
-        Not during the server's own warm-up, nor after a fatal line."""
+    def _served_after(self, s: Signal) -> None:
+        """A request the server took or answered with an error (an access line's
+        4xx or 5xx, llama-server's slot taking it, a PD request aborted) just
+        after an exception of the same process, before ready: the exception was
+        that request's (a window cut after the server came up), the server goes
+        on. Not during the server's own warm-up, nor after a fatal line."""
         if self.ready is not None or self.fatal or self.warming_up or self.phase == "warmup":
             return
         ours = [c for c in self.candidates if c.kind == "exception" and c.origin == s.origin
