@@ -554,6 +554,24 @@ def test_traceback_then_progress_is_handled():
     assert run.log(VLLM_READY, at=110).outcome == "ready"
 
 
+def test_a_progress_bar_first_seen_after_an_exception_has_not_moved():
+    # vLLM's RPC timed out, then the client's bar (never moved past its first reading), then the
+    # engine's death it caused: the bar did not clear the timeout, which stays the root
+    timeout = ("Traceback (most recent call last):\n"
+               '  File "/v/vllm/v1/executor/multiproc_executor.py", line 193, in collective_rpc\n'
+               '    raise TimeoutError(f"RPC call to {method} timed out.") from e\n'
+               "TimeoutError: RPC call to execute_model timed out.\n")
+    dead = ("Traceback (most recent call last):\n"
+            '  File "/v/vllm/v1/engine/core_client.py", line 558, in get_output\n'
+            "    raise self._format_exception(outputs) from None\n"
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+            "See stack trace (above) for the root cause.\n")
+    run = Run(server="vllm", grace=30)
+    run.log(timeout + "  0%|          | 0/1 [19:42<?, ?it/s]\n" + dead, at=10)
+    v = run.finish()
+    assert (v.outcome, v.cause, v.evidence["line"]) == ("failed", "other", timeout.splitlines()[-1])
+
+
 def test_hard_timeout_while_progressing():
     run = Run(server="vllm", stall=100, timeout=250)
     for t in range(0, 250, 20):

@@ -11,7 +11,7 @@ Rules for the outcome:
   that name the cause (a worker's traceback) often follow it;
 - exceptions before ready are pending: the process exiting, the grace period
   passing without progress, or the end of a finished log makes them ``failed``;
-  a later phase, moving progress or ready clears them;
+  a later phase, moving progress (not a bar's first reading) or ready clears them;
 - with no process known (a log watched alone), an exception followed by
   ``quiet`` seconds of silence is ``failed``: nothing else will say so. A later
   calm line (INFO or DEBUG, not a heartbeat, not a shutdown line) shows the
@@ -610,6 +610,7 @@ class Judge:
         self.progress = new
         if old is None or (old["desc"], old["n"]) != (new["desc"], new["n"]):
             self._evidence(now)
+        if old is not None and (old["desc"], old["n"]) != (new["desc"], new["n"]):
             self._clear_pending()
 
     def _clear_pending(self) -> None:
