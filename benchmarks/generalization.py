@@ -20,6 +20,14 @@ no banner, no ready line, maybe inside a traceback), and the table says how
 many such windows of a server that was up the rules call failed:
 
     python benchmarks/generalization.py --rules-from 95ffc3b --rules-from WORKTREE --set all --windows
+
+With --tails N, each failed log is cut as an issue's excerpt often is: its
+last N bytes (from a line start), kept where the cut still holds the label's
+evidence line; the table scores those windows against the label (outcome,
+cause, evidence), with the warm-up, the banner and the first copies of a
+message left outside:
+
+    python benchmarks/generalization.py --rules-from 981af22 --rules-from WORKTREE --set all --tails 2000
 """
 
 from __future__ import annotations
@@ -140,6 +148,48 @@ def window_table(revs: list[str], pairs: list, misses: bool) -> None:
         print(f"| {outcome} | " + " | ".join(cell(n[rev], len(cut)) for rev in revs) + " |")
 
 
+def tails(pairs: list, into: Path, size: int) -> list[tuple[Path, dict, Path]]:
+    """Each failed log's last ``size`` bytes from a line start (the log, its
+    label, the window's file), where that still holds the evidence line."""
+    from firedup.lines import clean
+
+    out = []
+    for path, label in pairs:
+        if label["outcome"] != "failed":
+            continue
+        data = path.read_bytes()
+        if len(data) <= size:
+            continue
+        tail = data[-size:]
+        tail = tail[tail.find(b"\n") + 1:]
+        text = tail.decode("utf-8", "replace")
+        if not any(clean(line) == clean(label["evidence_line"]) for line in text.splitlines()):
+            continue
+        window = into / f"{path.stem}.last-{size}.log"
+        window.write_bytes(tail)
+        out.append((path, label, window))
+    return out
+
+
+def tail_table(revs: list[str], pairs: list, size: int, misses_only: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cut = tails(pairs, Path(tmp), size)
+        results = {rev: verdicts(rev, [w for _, _, w in cut]) for rev in revs}
+    if misses_only:
+        for rev in revs:
+            for path, label, window in cut:
+                wrong = misses(label, results[rev][str(window)])
+                if wrong:
+                    print(f"{rev} {path.name} last {size} bytes: {'; '.join(wrong)}")
+        return
+    print(f"| last {size} bytes of failed logs | " + " | ".join(
+        f"rules at {rev if rev == WORKTREE else rev[:9]}" for rev in revs) + " |")
+    print("|---|" + "---|" * len(revs))
+    scores = {rev: score([(label, window) for _, label, window in cut], results[rev], keyed=True) for rev in revs}
+    for measure in ("outcome", "cause of failed logs", "evidence line"):
+        print(f"| {measure} | " + " | ".join(cell(*scores[rev][measure]) for rev in revs) + " |")
+
+
 def misses(label: dict, got: dict) -> list[str]:
     """What the verdict gets wrong, against the label (empty: it agrees)."""
     from firedup.lines import clean
@@ -156,12 +206,14 @@ def misses(label: dict, got: dict) -> list[str]:
     return out
 
 
-def score(pairs: list, got: dict[str, dict]) -> dict[str, tuple[int, int]]:
+def score(pairs: list, got: dict[str, dict], keyed: bool = False) -> dict[str, tuple[int, int]]:
+    """The measures over (log, label) pairs (``keyed``: (label, log) pairs)."""
     from firedup.lines import clean
 
     rows = {"outcome": [0, 0], "cause of failed logs": [0, 0], "evidence line": [0, 0],
             "ready logs called failed": [0, 0]}
-    for path, label in pairs:
+    for first, second in pairs:
+        path, label = (second, first) if keyed else (first, second)
         v = got[str(path)]
         want = ("stalled", "incomplete") if label["outcome"] == "hung" else (label["outcome"],)
         rows["outcome"][0] += v["outcome"] in want
@@ -219,6 +271,9 @@ def main() -> None:
     ap.add_argument("--windows", action="store_true",
                     help="read windows of the ready logs (cut from the middle on) instead, counting those called "
                          "failed")
+    ap.add_argument("--tails", type=int, metavar="BYTES",
+                    help="read the last BYTES of each failed log instead (where they hold its evidence line), "
+                         "scored against its label")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
@@ -231,6 +286,10 @@ def main() -> None:
     unknown = [name for name in sets if name not in parts]
     if unknown:
         ap.error(f"no such set: {', '.join(unknown)} (sets here: {', '.join(parts)})")
+    if args.tails:
+        chosen = {path: label for name in sets for path, label in parts[name]}
+        tail_table(revs, sorted(chosen.items()), args.tails, args.misses)
+        return
     if args.windows:
         chosen = {path: label for name in sets for path, label in parts[name]}
         window_table(revs, sorted(chosen.items()), args.misses)
