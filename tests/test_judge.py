@@ -193,6 +193,31 @@ def test_server_dying_after_ready_is_failed_in_serving():
     assert v.outcome == "failed" and v.phase == "serving" and v.cause == "cuda_oom"
 
 
+def worker_traceback(method: str) -> str:
+    """A vLLM V1 worker's traceback, as its multiproc executor logs it, for a call of ``method``."""
+    p = "(Worker_TP5 pid=3143006) ERROR 04-27 06:07:42 [multiproc_executor.py:962] "
+    return "".join(p + line + "\n" for line in [
+        "WorkerProc hit an exception.", "Traceback (most recent call last):",
+        '  File "/v/vllm/v1/executor/multiproc_executor.py", line 957, in worker_busy_loop',
+        "    output = func(*args, **kwargs)",
+        f'  File "/v/vllm/v1/worker/gpu_worker.py", line 447, in {method}',
+        "    return self.model_runner.run(x)",
+        "RuntimeError: Expected all tensors to be on the same device, but got index is on cuda:5"])
+
+
+def test_a_v1_worker_dying_in_its_model_step_after_ready_is_a_crash_before_the_engines_death_is_logged():
+    # a window cut where the workers' tracebacks end: no EngineDeadError below them yet
+    run = Run()
+    run.log(VLLM_START + VLLM_READY + worker_traceback("execute_model"), at=5)
+    v = run.finish()
+    assert (v.outcome, v.phase) == ("failed", "serving")
+    assert v.evidence["line"].endswith("RuntimeError: Expected all tensors to be on the same device, but got index "
+                                       "is on cuda:5")
+    other_call = Run()  # a failed utility call (add_lora): the engine answers it with an error and goes on
+    other_call.log(VLLM_START + VLLM_READY + worker_traceback("add_lora"), at=5)
+    assert other_call.finish().outcome == "ready"
+
+
 def test_a_server_shutting_itself_down_after_a_named_cause_while_serving_is_failed():
     # the allocator's OOM is logged by C++ with no exception line; uvicorn then
     # shuts down with no signal from outside: the engine died of it

@@ -18,8 +18,10 @@ Rules for the outcome:
   server went on, and disarms that; the stall window still applies;
 - a stall window that passes with an exception pending is ``failed`` (what
   a finished log with that exception is), not ``stalled``;
-- after ready, exceptions are request or shutdown noise unless the process then
-  exits with an error, or the server then shuts itself down (a shutdown line,
+- after ready, exceptions are request or shutdown noise unless raised in the
+  engine's own step (vLLM V0's engine loop, V1's worker executing the model:
+  the engine died of it, before it says so), or the process then exits with an
+  error, or the server then shuts itself down (a shutdown line,
   no stop from outside) after a line that names a root cause: an exception,
   or a cause line with no exception of its own (an allocator's OOM message);
 - an exception whose traceback a logger wrote at WARNING (or INFO, DEBUG)
@@ -506,6 +508,9 @@ class Judge:
                 # killed; the server's own warm-up request's says why a start failed)
                 self._unused(s, "request")
                 self._request_span = (s.data.get("traceback", s.lineno) - 1, s.lineno)  # a bare one: its line
+            elif self.ready is not None and s.data.get("engine") and not self.fatal:
+                self._fail(s, now)  # raised in the engine's own step: the engine died of it
+                self.fatal = True
             elif self.ready is not None and not self.fatal:
                 self.after_ready.append(s)
                 del self.after_ready[:-16]

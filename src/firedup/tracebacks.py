@@ -94,10 +94,13 @@ def request_site(text: str) -> bool:
     return ("serving" in text or "_parser.py:" in text) and bool(_REQUEST_SITE.search(text))
 
 
-# A frame of vLLM V0's engine loop: an exception raised through it killed the
+# A frame of vLLM's engine step: V0's engine loop, V1's worker executing the
+# model or its engine core's step. An exception raised through it killed the
 # engine, whichever request's traceback shows it.
 _ENGINE_FRAME = re.compile(
-    r'File "[^"]*/vllm/engine/async_llm_engine\.py", line \d+, in (?:run_engine_loop|engine_step)\b')
+    r'File "[^"]*/vllm/(?:engine/async_llm_engine\.py", line \d+, in (?:run_engine_loop|engine_step)'
+    r'|v1/worker/gpu_worker\.py", line \d+, in execute_model'
+    r'|v1/engine/core\.py", line \d+, in (?:step|step_with_batch_queue|execute_model))\b')
 # A frame as Python's traceback prints it ('File "x.py", line 1, in f', or cut
 # where a terminal wrapped it), not faulthandler's ('File "x.py", line 1 in f').
 _PYTHON_FRAME = re.compile(r'\s*(?:> )?File "[^"]+"(?!, line \d+ in )')
