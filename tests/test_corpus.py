@@ -211,3 +211,17 @@ def test_a_tgi_log_written_as_json_gets_the_same_verdict():
         if (got.outcome, got.cause) != (want.outcome, want.cause) or said[0] != said[1]:
             changed.append(f"{log.stem}: {want.outcome}/{want.cause} -> {got.outcome}/{got.cause}")
     assert rewritten >= 15 and not changed, changed
+
+
+def test_a_window_from_inside_a_workers_traceback_to_a_later_bar_reads_the_failure():
+    """The last 2,000 bytes of a vLLM log, as an issue's excerpt cuts it: inside
+    a worker's traceback (CUDA OOM in graph capture), then another worker's bar
+    glued to a later line. The bar's first reading, in a phase the window never
+    saw begin, does not say start-up went on past the error."""
+    import io
+
+    log = FIXTURES / "reported" / "vllm-0190-tp4-sm86-qwen35-9b-cudagraph-capture-oom-then-shm-wait.log"
+    tail = log.read_bytes()[-2000:]
+    v = diagnose(io.BytesIO(tail[tail.index(b"\n") + 1:]))
+    assert (v.outcome, v.cause) == ("failed", "cuda_oom")
+    assert clean(v.evidence["line"]).endswith("torch.AcceleratorError: CUDA error: out of memory")

@@ -11,7 +11,8 @@ Rules for the outcome:
   that name the cause (a worker's traceback) often follow it;
 - exceptions before ready are pending: the process exiting, the grace period
   passing without progress, or the end of a finished log makes them ``failed``;
-  a later phase, moving progress (not a bar's first reading) or ready clears them;
+  a later phase, moving progress or ready clears them (a bar's first reading,
+  even in a phase it begins, has not moved);
 - with no process known (a log watched alone), an exception followed by
   ``quiet`` seconds of silence is ``failed``: nothing else will say so. A later
   calm line (INFO or DEBUG, not a heartbeat, not a shutdown line) shows the
@@ -466,7 +467,8 @@ class Judge:
         if s.rule is not None and s.rule.up and self.ready is None:
             self.up = s
         if s.rule is not None and s.rule.phase:
-            self._enter(s.rule.phase, now)
+            # a bar's first reading has not moved: it does not say start-up went on past an exception
+            self._enter(s.rule.phase, now, clear=kind != "progress")
         if kind == "config":
             self.config.update((k, v) for k, v in s.data.items() if k != "version")
             self.version = s.data.get("version", self.version)
@@ -596,7 +598,7 @@ class Judge:
     def _evidence(self, now: float) -> None:
         self.last_evidence = now
 
-    def _enter(self, phase: str, now: float) -> None:
+    def _enter(self, phase: str, now: float, clear: bool = True) -> None:
         if phase == "warmup" and self.phase == "http":
             # SGLang (llama.cpp likewise) serves HTTP first, then runs its own warm-up request
             self.warming_up = True
@@ -607,7 +609,8 @@ class Judge:
         self.phase_started = now
         self.progress = None
         self._evidence(now)
-        self._clear_pending()
+        if clear:
+            self._clear_pending()
 
     def _progress(self, s: Signal, now: float) -> None:
         new = {"desc": s.data.get("desc") or self.phase, "n": s.data["n"], "total": s.data["total"]}
