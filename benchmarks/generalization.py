@@ -185,7 +185,7 @@ def tail_table(revs: list[str], pairs: list, size: int, misses_only: bool) -> No
     print(f"| last {size} bytes of failed logs | " + " | ".join(
         f"rules at {rev if rev == WORKTREE else rev[:9]}" for rev in revs) + " |")
     print("|---|" + "---|" * len(revs))
-    scores = {rev: score([(label, window) for _, label, window in cut], results[rev], keyed=True) for rev in revs}
+    scores = {rev: score([(window, label) for _, label, window in cut], results[rev]) for rev in revs}
     for measure in ("outcome", "cause of failed logs", "evidence line"):
         print(f"| {measure} | " + " | ".join(cell(*scores[rev][measure]) for rev in revs) + " |")
 
@@ -206,14 +206,12 @@ def misses(label: dict, got: dict) -> list[str]:
     return out
 
 
-def score(pairs: list, got: dict[str, dict], keyed: bool = False) -> dict[str, tuple[int, int]]:
-    """The measures over (log, label) pairs (``keyed``: (label, log) pairs)."""
+def score(pairs: list, got: dict[str, dict]) -> dict[str, tuple[int, int]]:
     from firedup.lines import clean
 
     rows = {"outcome": [0, 0], "cause of failed logs": [0, 0], "evidence line": [0, 0],
             "ready logs called failed": [0, 0]}
-    for first, second in pairs:
-        path, label = (second, first) if keyed else (first, second)
+    for path, label in pairs:
         v = got[str(path)]
         want = ("stalled", "incomplete") if label["outcome"] == "hung" else (label["outcome"],)
         rows["outcome"][0] += v["outcome"] in want

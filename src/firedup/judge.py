@@ -618,8 +618,8 @@ class Judge:
         self.progress = new
         if old is None or (old["desc"], old["n"]) != (new["desc"], new["n"]):
             self._evidence(now)
-        if old is not None and (old["desc"], old["n"]) != (new["desc"], new["n"]):
-            self._clear_pending()
+            if old is not None:  # a first reading has not moved
+                self._clear_pending()
 
     def _clear_pending(self) -> None:
         # Start-up went on after the exception: it was handled.
