@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 
@@ -46,6 +47,26 @@ def test_two_writers_at_once_lose_nothing(tmp_path):
         names = {r["name"] for r in ledger.find()}
         assert ledger.integrity() == "ok"
     assert len(ids) == 600 and names == {f"{t}-{i}" for t in "ab" for i in range(300)}
+
+
+def test_a_new_ledger_opened_by_two_processes_at_once(tmp_path, monkeypatch):
+    # The race a dozen watches starting together lose now and then: another
+    # process takes the write lock between this one's schema and its switch to
+    # WAL, where SQLite says "locked" at once instead of waiting.
+    path = tmp_path / "ledger.db"
+    migrate = Ledger._check_and_migrate
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    def migrate_then_the_other_writes(self):
+        migrate(self)
+        other.execute("BEGIN IMMEDIATE")
+        threading.Timer(0.3, other.execute, ["COMMIT"]).start()
+
+    monkeypatch.setattr(Ledger, "_check_and_migrate", migrate_then_the_other_writes)
+    with Ledger(path) as ledger:
+        assert ledger.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert ledger.integrity() == "ok"
+    other.close()
 
 
 @pytest.mark.slow  # a writer SIGKILLed over and over

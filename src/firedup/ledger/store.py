@@ -86,7 +86,7 @@ class Ledger:
             self.db.row_factory = sqlite3.Row
             self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._check_and_migrate()
-            self.db.execute("PRAGMA journal_mode = WAL")
+            self._use_wal()
             self.db.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.DatabaseError as e:
             raise LedgerError(f"{self.path} is not a usable firedup ledger: {e}") from None
@@ -115,6 +115,21 @@ class Ledger:
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+
+    def _use_wal(self) -> None:
+        # Moving a new ledger to WAL needs every other connection idle, and SQLite
+        # answers "database is locked" at once instead of calling the busy handler:
+        # several firedup processes opening a new ledger together (a watch of
+        # several logs, a job array) wait here as the busy timeout promises.
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                self.db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
     def close(self) -> None:
         self.db.close()
