@@ -32,6 +32,16 @@ def test_tensorrt_llms_timestamp_and_level_are_peeled():
     assert line.level == "INFO"
 
 
+def test_pytorchs_cpp_log_prefix_is_peeled_after_its_rank():
+    line = parse("[rank0]:[W1028 11:50:13.091528000 ProcessGroupNCCL.cpp:1496] Warning: WARNING: "
+                 "destroy_process_group() was not called before program exit")
+    assert line.message.startswith("Warning: WARNING: destroy_process_group()")
+    assert (line.origin, line.level) == ("[rank0]", "WARNING")
+    line = parse("[E1028 11:50:13.091528000 TCPStore.cpp:125] [c10d] recvValue failed")
+    assert (line.message, line.level) == ("[c10d] recvValue failed", "ERROR")
+    assert parse("[rank0]: Traceback (most recent call last):").message == "Traceback (most recent call last):"
+
+
 def test_a_tgi_json_record_reads_as_the_lines_tgi_prints_without_json():
     record = ('{"timestamp":"2023-12-05T22:36:50.1Z","level":"ERROR","fields":{"message":"Error when initializing '
               'model\\nTraceback (most recent call last):\\nValueError: bad"},"target":"text_generation_launcher",'

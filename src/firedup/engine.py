@@ -38,11 +38,8 @@ _GOING_ON = ("ready", "phase", "progress", "heartbeat", "benign", "config", "sto
 # 3.20s/it][host:345:0:4945] Caught signal 11 (Segmentation fault ...)").
 _GLUED = re.compile(r"[^\]\n]*\](?P<rest>.*\S.*)$")
 # A line that says it is a warning where the prefixes parsed no level:
-# "[WARNING] ...", "warning: ...", Python logging's "name - WARNING - ...",
-# PyTorch's C++ warning ("[rank0]:[W1028 11:50:13.091528000 TCPStore.cpp:347] ...":
-# c10d retrying a connection, with the stack of what it retries after).
-_WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s"
-                           r"|^(?:\[rank\d+\]:)?\[W\d{4} \d\d:\d\d:\d\d\.\d+ [\w.-]+:\d+\] ")
+# "[WARNING] ...", "warning: ...", Python logging's "name - WARNING - ...".
+_WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s")
 _BARE_ASSERT = re.compile(r"(?:\w+\.)*AssertionError:?\s*$")
 # pydantic's ValidationError: its line names the model, the indented lines under
 # it each field's error ("  Value error, max_batch_size [2048] is greater than ...").

@@ -63,8 +63,8 @@ _PREFIXES = [
         r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
         r"(?:\[[^\]\s]+\] |[\w.-]+:\d+\] )"
     ),
-    # torch distributed ranks: "[rank0]: "
-    re.compile(r"(?P<origin>\[rank\d+\]):? "),
+    # torch distributed ranks: "[rank0]: ", "[rank0]:[W1028 ..." (its C++ log, below)
+    re.compile(r"(?P<origin>\[rank\d+\])(?::? |:(?=\[))"),
     # Python logging's default format: "INFO:tgi-server:", "WARNING:root:". Its level is
     # not taken: a wrapper relaying a server's lines logs every one of them at INFO
     re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<origin>[\w.-]+):"),
@@ -80,6 +80,9 @@ _PREFIXES = [
     re.compile(r"\[\d{9,11}\] (?:\[ *[^\]\s]+: *\d+\]\[ *\w+\] )?"),
     # glog (Triton): "E0306 16:40:07.708802 117 backend_model.cc:691] "
     re.compile(r"(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] "),
+    # PyTorch's C++ log (c10, c10d, NCCL's process group), after "[rank0]:" when it has one:
+    # "[W1028 11:50:13.091528000 TCPStore.cpp:347] "
+    re.compile(r"\[(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ [\w.-]+:\d+\] "),
     # TensorRT-LLM: "[TensorRT-LLM][INFO] ", "[TRT-LLM] [I] ", after its "[06/02/2026-03:50:10] "
     re.compile(r"\[(?:TensorRT-LLM|TRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] "),
     re.compile(r"\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "),
