@@ -49,7 +49,7 @@ def test_two_writers_at_once_lose_nothing(tmp_path):
     assert len(ids) == 600 and names == {f"{t}-{i}" for t in "ab" for i in range(300)}
 
 
-def test_a_new_ledger_opened_by_two_processes_at_once(tmp_path, monkeypatch):
+def test_a_new_ledger_waits_for_another_writer_before_its_switch_to_wal(tmp_path, monkeypatch):
     # The race a dozen watches starting together lose now and then: another
     # process takes the write lock between this one's schema and its switch to
     # WAL, where SQLite says "locked" at once instead of waiting.

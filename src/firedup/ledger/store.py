@@ -127,7 +127,7 @@ class Ledger:
                 self.db.execute("PRAGMA journal_mode = WAL")
                 return
             except sqlite3.OperationalError as e:
-                if "locked" not in str(e) or time.monotonic() > deadline:
+                if e.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
                     raise
                 time.sleep(0.01)
 
