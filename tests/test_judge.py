@@ -486,6 +486,23 @@ def test_a_window_that_starts_inside_a_requests_traceback_is_a_server_that_serve
     assert _failed(startup).evidence["line"].startswith("AssertionError: Expected reading 32 frames")
 
 
+@pytest.mark.parametrize("frame", [
+    # SGLang's OpenAI layer turning a chat request into its own (the window starts below handle_request)
+    '  File "/sgl/python/sglang/srt/entrypoints/openai/serving_chat.py", line 66, in _convert_to_internal_request',
+    # SGLang 0.4's adapter validating a chat request
+    '  File "/sgl/python/sglang/srt/openai_api/adapter.py", line 1471, in v1_chat_completions',
+    # starlette rendering a request's response
+    '  File "/py/site-packages/starlette/responses.py", line 183, in render',
+    # vLLM's OpenAI layer rendering a chat's prompt
+    '  File "/v/vllm/entrypoints/openai/serving_engine.py", line 776, in _preprocess_chat',
+])
+def test_a_window_in_the_frames_of_an_openai_layer_answering_a_request_is_no_failure(frame):
+    window = frame + "\n    x = f(request)\n" + '  File "/py/lib/x.py", line 1, in f\n' + "ValueError: bad request\n"
+    run = Run()
+    run.log(window)
+    assert run.finish().outcome == "incomplete"
+
+
 def test_a_requests_traceback_raised_in_vllms_engine_loop_is_the_engines_failure():
     # V0 raises what killed its background loop into the request that awaited it
     engine = REQUEST_FRAMES.replace(

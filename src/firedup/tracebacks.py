@@ -74,11 +74,14 @@ _REQUEST_FRAME = re.compile(
     r'|fastapi/routing\.py", line \d+, in run_endpoint_function'
     r'|starlette/routing\.py", line \d+, in handle'
     r'|aiohttp/web_protocol\.py", line \d+, in _handle_request'
+    r'|starlette/responses\.py", line \d+, in render'
     r'|vllm/entrypoints/openai/(?:serving_\w+|api_server)\.py", line \d+, in '
     r'(?:create_(?:chat_completion|completion|embedding|pooling|score|rerank|responses|transcription|translation)'
-    r'|\w*stream_generator)'
+    r'|\w*_generator|_preprocess_\w+|_normalize_prompt\w*|_validate_input|_tokenize_prompt\w*)'
     r'|vllm/entrypoints/chat_utils\.py", line \d+, in _?parse_chat_message\w*'
-    r'|sglang/srt/entrypoints/openai/serving_\w+\.py", line \d+, in handle_request'
+    r'|sglang/srt/entrypoints/openai/serving_\w+\.py", line \d+, in '
+    r'(?:handle_request|_handle_\w*request|_convert_to_internal_request|_process_messages|\w*_generator)'
+    r'|sglang/srt/openai_api/adapter\.py", line \d+, in v1_\w+'
     r'|sglang/srt/entrypoints/http_server\.py", line \d+, in (?:openai_v1_\w+|generate_request)'
     r'|lmdeploy/serve/openai/api_server\.py", line \d+, in \w+_v1)\b')
 # A vLLM record logged by its OpenAI layer answering one request (the serving
