@@ -28,6 +28,13 @@ cause, evidence), with the warm-up, the banner and the first copies of a
 message left outside:
 
     python benchmarks/generalization.py --rules-from 981af22 --rules-from WORKTREE --set all --tails 2000
+
+With --pasted, each log is dressed as it reaches a reader: quoted in a markdown
+reply, indented in a code block, behind docker compose's, kubectl's or
+journald's prefix; the table counts the dressed logs read as the plain log is
+(outcome and cause, and the evidence line under its dressing):
+
+    python benchmarks/generalization.py --rules-from d98874f --rules-from WORKTREE --set all --pasted
 """
 
 from __future__ import annotations
@@ -146,6 +153,50 @@ def window_table(revs: list[str], pairs: list, misses: bool) -> None:
     for outcome in ("ready", "incomplete", "failed"):
         n = {rev: sum(v["outcome"] == outcome for v in results[rev].values()) for rev in revs}
         print(f"| {outcome} | " + " | ".join(cell(n[rev], len(cut)) for rev in revs) + " |")
+
+
+# How a log reaches a reader, put before each of its lines that is not blank.
+DRESSINGS = {
+    "quoted (> )": b"> ",
+    "indented (4 spaces)": b"    ",
+    "docker compose": b"vllm-1  | ",
+    "kubectl --timestamps": b"2026-01-01T00:00:00.123456789Z ",
+    "journald": b"Dec 04 04:14:06 gpu-host-01 server[1234]: ",
+}
+
+
+def pasted_table(revs: list[str], pairs: list, misses_only: bool) -> None:
+    logs = [path for path, _ in pairs]
+    with tempfile.TemporaryDirectory() as tmp:
+        dressed = {}
+        for dressing, prefix in DRESSINGS.items():
+            for n, path in enumerate(logs):
+                copy = Path(tmp) / f"{n}-{len(dressed)}.log"
+                copy.write_bytes(b"".join(prefix + line if line.strip() else line
+                                          for line in path.read_bytes().splitlines(keepends=True)))
+                dressed[(dressing, path)] = copy
+        results = {rev: verdicts(rev, logs + list(dressed.values())) for rev in revs}
+    rows: dict[str, dict[str, list[int]]] = {d: {rev: [0, 0] for rev in revs} for d in DRESSINGS}
+    for rev in revs:
+        for (dressing, path), copy in dressed.items():
+            plain, got = results[rev][str(path)], results[rev][str(copy)]
+            same = (plain["outcome"], plain["cause"]) == (got["outcome"], got["cause"])
+            line = (plain["evidence"] or {}).get("line") or ""
+            same_line = ((got["evidence"] or {}).get("line") or "").endswith(line.strip())
+            rows[dressing][rev][0] += same
+            rows[dressing][rev][1] += same and same_line
+            if misses_only and not (same and same_line):
+                print(f"{rev} {dressing} {path.name}: {plain['outcome']}/{plain['cause']} -> "
+                      f"{got['outcome']}/{got['cause']}; {(got['evidence'] or {}).get('line')!r}")
+    if misses_only:
+        return
+    print("| dressed as | " + " | ".join(f"rules at {rev if rev == WORKTREE else rev[:9]}: verdict, and evidence"
+                                        for rev in revs) + " |")
+    print("|---|" + "---|" * len(revs))
+    for dressing in DRESSINGS:
+        print(f"| {dressing} | " + " | ".join(
+            f"{cell(rows[dressing][rev][0], len(logs))}, {cell(rows[dressing][rev][1], len(logs))}"
+            for rev in revs) + " |")
 
 
 def tails(pairs: list, into: Path, size: int) -> list[tuple[Path, dict, Path]]:
@@ -272,6 +323,9 @@ def main() -> None:
     ap.add_argument("--tails", type=int, metavar="BYTES",
                     help="read the last BYTES of each failed log instead (where they hold its evidence line), "
                          "scored against its label")
+    ap.add_argument("--pasted", action="store_true",
+                    help="read each log dressed as it is pasted (quoted, indented, behind a collector's prefix) "
+                         "instead, counting those read as the plain log is")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
@@ -287,6 +341,10 @@ def main() -> None:
     if args.tails:
         chosen = {path: label for name in sets for path, label in parts[name]}
         tail_table(revs, sorted(chosen.items()), args.tails, args.misses)
+        return
+    if args.pasted:
+        chosen = {path: label for name in sets for path, label in parts[name]}
+        pasted_table(revs, sorted(chosen.items()), args.misses)
         return
     if args.windows:
         chosen = {path: label for name in sets for path, label in parts[name]}

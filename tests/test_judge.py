@@ -933,6 +933,20 @@ def test_a_log_pasted_as_a_markdown_quote_is_read_as_written():
     assert v.cause == "bad_argument" and v.evidence == {"line": "> AssertionError", "lineno": 6}
 
 
+TRACEBACK_WINDOW = ("  File \"/sgl/python/sglang/srt/models/qwen2.py\", line 105, in __init__\n"
+                    "    assert self.total_num_heads % tp_size == 0\n"
+                    "AssertionError\n")
+
+
+@pytest.mark.parametrize("paste", ["    ", "> ", "> > "])
+def test_a_window_that_starts_in_a_frame_pasted_indented_or_quoted_is_read_as_written(paste):
+    # the first line a frame (two spaces in, as Python prints it) under the paste's own indent or quote
+    window = "".join(paste + line + "\n" for line in TRACEBACK_WINDOW.splitlines())
+    v = _failed(window)
+    assert v.cause == "bad_argument" and v.evidence == {"line": paste + "AssertionError", "lineno": 3}
+
+
+
 def test_a_kernel_build_that_failed_is_evidenced_by_the_compilers_own_error():
     v = _failed("Traceback (most recent call last):\n"
                 "  File \"/x/flashinfer/jit/cpp_ext.py\", line 380, in run_ninja\n"

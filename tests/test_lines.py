@@ -160,3 +160,15 @@ def test_a_line_a_reporter_made_bold_is_read_without_its_stars():
 def test_a_bracket_before_an_m_is_no_colour_code_without_a_number():
     line = parse("[36m(pid=4242)[0m router/src/[main.rs:317](http://main.rs:317/): Connected")
     assert line.message.endswith("router/src/main.rs:317: Connected")
+
+
+def test_a_markdown_quotes_marker_is_peeled_and_the_quoted_lines_indent_kept():
+    quoted = parse("> > WARNING 01-10 21:49:05 model_runner_base.py:143] Failed to pickle inputs")
+    assert (quoted.level, quoted.message) == ("WARNING", "Failed to pickle inputs")
+    assert parse('>   File "/v/x.py", line 1, in f').message == '  File "/v/x.py", line 1, in f'
+    assert parse(">").message == ""  # a blank line of the quote
+
+
+def test_a_quote_relayed_behind_a_collectors_prefix_is_peeled_too():
+    line = parse("Dec 04 04:14:06 gpu01 vllm[1234]: > ERROR 01-10 21:49:05 engine.py:366] Error in model execution")
+    assert (line.level, line.message) == ("ERROR", "Error in model execution")

@@ -46,11 +46,12 @@ _BARE_ASSERT = re.compile(r"(?:\w+\.)*AssertionError:?\s*$")
 _PYDANTIC = re.compile(r"\bValidationError: \d+ validation errors? for ")
 _PYDANTIC_ERROR = re.compile(r"\s*(?:Value error|Assertion failed|Input should be|Field required"
                              r"|Extra inputs are not permitted)\b")
-# A log pasted indented as a whole (a markdown code block, a quote): the
-# indent of its first line, unless that line is itself part of a stack (a
-# frame, a caret line: a window that starts inside a traceback), or the
-# markdown quote marker in front of every line ("> ").
-_INDENT = re.compile(r">+[ \t]?(?=\S)|[ \t]+(?!File \"|at |[\^~]|\S*Error\b)(?=\S)")
+# A log pasted indented as a whole (a markdown code block): the indent of its
+# first line, unless that line is itself part of a stack (a frame, a caret
+# line: a window that starts inside a traceback). Python prints a frame two
+# spaces in: a first line that is a frame further in was pasted with the rest
+# as the indent. (A quote's "> " is a prefix: lines.parse.)
+_INDENT = re.compile(r"[ \t]+(?=  File \")|[ \t]+(?!File \"|at |[\^~]|\S*Error\b)(?=\S)")
 
 
 def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:

@@ -115,6 +115,9 @@ _PREFIX, _PREFIX_GROUPS = _one_of(_PREFIXES)
 # number and a colon.
 _COLLECTOR = re.compile(r"\d{1,4}: | *\d{1,7}\t| +\d{1,7} $|(?P<origin>\[pod/[\w.-]+/[\w.-]+\]"
                         r"|\[?[a-z0-9][a-z0-9.-]*-[a-z0-9]{8,10}-[a-z0-9]{5}(?:\]| [a-z0-9][a-z0-9-]*)) ")
+# A markdown quote's marker, as a reply quoting a log puts it before every line
+# ("> ", nested "> > "), the line's own indent kept after it.
+_QUOTE = re.compile(r"(?:> ?)+")
 _EMPTY_RECORD = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
                            r"(?:\[[^\]\s]+\]|[\w.-]+:\d+\])$")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
@@ -156,13 +159,19 @@ def parse(raw: str) -> Line:
     text = clean(raw)
     message = _AUTOLINK.sub(r"\1", text) if "](http" in text else text
     origin = level = outer = ""
+    if message.startswith(">"):
+        message = message[_QUOTE.match(message).end():]  # type: ignore[union-attr]  # ">" always matches
+    peeled = False
     # a prefix whose line is otherwise blank lost its trailing space to rstrip: it is
     # matched with it, and leaves the blank line (which keeps a traceback's chain together)
     collector = _COLLECTOR.match(message + " ")
     if collector is not None:
         origin = outer = collector.group("origin") or ""
         message = message[collector.end():]
+        peeled = True
     for _ in range(6):
+        if peeled and message.startswith(">"):
+            message = message[_QUOTE.match(message).end():]  # type: ignore[union-attr]  # a quote under a prefix
         m = _PREFIX.match(message + " ")
         if m is None or not message:
             break
@@ -171,6 +180,7 @@ def parse(raw: str) -> Line:
         outer = outer or origin
         level = level_group and m.group(level_group) or level
         message = message[m.end():]
+        peeled = True
     if len(message) > 4 and message.startswith("**") and message.endswith("**"):
         message = message[2:-2]  # a line a reporter made bold in markdown
     if message.endswith("across cluster]"):
