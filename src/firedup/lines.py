@@ -155,12 +155,17 @@ _HOLE = re.compile("\x00{16,}")
 _AUTOLINK = re.compile(r"\[([^\]\s]+)\]\(https?://[^)\s]*\)")
 
 
+def _unquote(message: str) -> str:
+    quote = _QUOTE.match(message)
+    return message[quote.end():] if quote else message
+
+
 def parse(raw: str) -> Line:
     text = clean(raw)
     message = _AUTOLINK.sub(r"\1", text) if "](http" in text else text
     origin = level = outer = ""
-    if message.startswith(">"):
-        message = message[_QUOTE.match(message).end():]  # type: ignore[union-attr]  # ">" always matches
+    if message.startswith(">"):  # the check spares nearly every line the match
+        message = _unquote(message)
     peeled = False
     # a prefix whose line is otherwise blank lost its trailing space to rstrip: it is
     # matched with it, and leaves the blank line (which keeps a traceback's chain together)
@@ -171,7 +176,7 @@ def parse(raw: str) -> Line:
         peeled = True
     for _ in range(6):
         if peeled and message.startswith(">"):
-            message = message[_QUOTE.match(message).end():]  # type: ignore[union-attr]  # a quote under a prefix
+            message = _unquote(message)  # a quote relayed under a collector's prefix
         m = _PREFIX.match(message + " ")
         if m is None or not message:
             break
