@@ -65,6 +65,9 @@ def histograms(url: str) -> dict[str, tuple[float, float]]:
     """Sum and count of the referee histograms, over all their label sets."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
         samples = parse_prometheus(response.read().decode(errors="replace"))
+    missing = [name for name in (SERVER_TTFT, SERVER_ITL) if f"{name}_count" not in samples]
+    if missing:  # a vLLM without them: the referee cannot be read, rather than NaN rows that fail unexplained
+        raise RuntimeError(f"the server's /metrics has no {', '.join(missing)}")
     return {name: (sum(samples.get(f"{name}_sum", {}).values()), sum(samples.get(f"{name}_count", {}).values()))
             for name in (SERVER_TTFT, SERVER_ITL)}
 
