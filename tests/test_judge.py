@@ -79,6 +79,30 @@ def test_a_log_ending_as_its_http_server_starts_is_ready_unless_the_process_exit
     assert run.finish().outcome == "incomplete"  # start-up lines after it: it was not the end of the start
 
 
+def test_an_sglang_log_ending_in_its_own_warm_up_is_ready_only_once_finished():
+    # a window pasted after SGLang's HTTP server came up, ending in its warm-up
+    # request (before the fired-up line): the server was up
+    up = ('[2026-01-21 19:49:15] INFO:     Uvicorn running on http://0.0.0.0:43437 (Press CTRL+C to quit)\n'
+          '[2026-01-21 19:49:16] INFO:     127.0.0.1:45016 - "GET /model_info HTTP/1.1" 200 OK\n'
+          '[2026-01-21 19:49:16 DP0 TP0] Prefill batch, #new-seq: 1, #new-token: 6, #cached-token: 0, '
+          'token usage: 0.00, #running-req: 0, #queue-req: 0, \n')
+    run = Run()
+    run.log(SGLANG_ARGS + up)
+    v = run.finish()
+    assert v.outcome == "ready" and "Uvicorn running on" in v.evidence["line"]
+    assert v.notes and "during the server's own warm-up" in v.notes[0]
+    run = Run(stall=60)  # watched live: silence in its warm-up is a warm-up that hangs
+    run.log(SGLANG_ARGS + up, at=1)
+    assert run.judge.decide(62).outcome == "stalled"
+    run = Run()  # the interpreter going down after it: it never got there
+    run.log(SGLANG_ARGS + up + "/usr/lib/python3.11/multiprocessing/resource_tracker.py:224: UserWarning: "
+            "resource_tracker: There appear to be 1 leaked shared_memory objects to clean up at shutdown\n")
+    assert run.finish().outcome == "incomplete"
+    run = Run()
+    run.log(SGLANG_ARGS + up, at=1)
+    assert run.exit(1, at=2).outcome == "failed"
+
+
 def test_llamacpp_listening_before_model_load_is_not_ready():
     run = Run()
     run.log("main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 7\n"

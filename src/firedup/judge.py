@@ -381,6 +381,7 @@ class Judge:
         self.last_startup: Signal | None = None  # the last phase, progress or config line
         self.before_shutdown: Signal | None = None  # the last start-up line before a start began going down
         self.shutdown_lineno = 0  # where it began going down (a bar it cut short shares its line)
+        self.last_stopping = 0  # the last line saying the process is going down
         self.last_phase: Signal | None = None  # the last line that moved the phase
         self.last_setup: Signal | None = None  # the last phase or config line (no progress bar)
         self.up: Signal | None = None  # the last line saying the HTTP server is up, before ready
@@ -408,6 +409,7 @@ class Judge:
             return
         if kind == "stopping":
             self._stopping = self._stopping or bool(self.candidates)
+            self.last_stopping = s.lineno
             if self.ready is not None and self.stopped is None and not self.fatal and not self._request_since_ready() \
                     and any(_score(c) == 4 for c in self.after_ready + self._went_down_on()):
                 self.went_down = True
@@ -765,7 +767,7 @@ class Judge:
             return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         if self._only_requests():
             return self._verdict("ready", now, self._evidence_of(self.first_request))
-        if self._ended_up():
+        if self._ended_up() or self._ended_warming_up():
             return self._verdict("ready", now, self._evidence_of(self.up))
         if self.stopped is not None:
             return self._verdict("incomplete", now, self._evidence_of(self._before_stop()),
@@ -794,9 +796,19 @@ class Judge:
         comes after it)."""
         return self.ready is None and self.stopped is None and self.exit_code is None \
             and self.up is not None and self.up.rule is not None and self.up.rule.family != "generic" \
-            and self.phase == "http" \
+            and not self.up.rule.warmup_follows and self.phase == "http" \
             and self.last_startup is not None and self.last_startup.lineno >= self.up.lineno \
             and self.last_startup.rule is not None and self.last_startup.rule.phase == "http"
+
+    def _ended_warming_up(self) -> bool:
+        """Whether a finished log of a server that warms itself up after its
+        HTTP server is up (SGLang) ends after that, before its ready line, with
+        nothing failing and nothing going down: a window cut there shows a
+        server that was up. Only for a finished log: watched live, silence
+        there is a warm-up that hangs."""
+        return self.ready is None and self.stopped is None and self.exit_code is None \
+            and self.up is not None and self.up.rule is not None and self.up.rule.warmup_follows \
+            and self.phase == "http" and self.last_stopping < self.up.lineno
 
     def _ready_line(self) -> Signal:
         """The ready verdict's evidence: the ready line, or for a ready proven
@@ -1112,6 +1124,9 @@ class Judge:
         if outcome == "ready" and self.ready is None and self._only_requests():
             return ["no ready line in the log, but the server answered requests (with errors, each the "
                     "request's own, not a failure of the server): it was up"]
+        if outcome == "ready" and self.ready is None and self._ended_warming_up():
+            return ["the log ends after the HTTP server came up, during the server's own warm-up and before "
+                    "its ready line, with nothing failing: check the health endpoint"]
         if outcome == "ready" and self.ready is None:
             return ["the log ends as the HTTP server started, with no ready line of its own (a logging config "
                     "may send uvicorn's lines elsewhere): check the health endpoint"]

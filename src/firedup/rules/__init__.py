@@ -89,6 +89,9 @@ class Rule:
     # benign line (an access line's 500): the server answered a request with an error.
     served: bool = False
     up: bool = False  # the server says its HTTP server is up (uvicorn's "Application startup complete.")
+    # An ``up`` line after which the server runs its own warm-up request, its ready
+    # line coming only after that (SGLang): silence after it is not up.
+    warmup_follows: bool = False
     # The end of an offline run's batch (no HTTP server, no ready line): its engine
     # was up; the evidence is the last start-up line before it.
     offline: bool = False
@@ -150,7 +153,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "before_bind", "consequence", "arose", "stack",
                               "stop_when_ready", "gated", "frame", "examples", "served", "up", "after",
-                              "request", "offline", "until_ready"}
+                              "request", "offline", "until_ready", "warmup_follows"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -191,6 +194,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
             until_ready=bool(raw.get("until_ready", False)),
             served=bool(raw.get("served", False)), up=bool(raw.get("up", False)), after=after,
+            warmup_follows=bool(raw.get("warmup_follows", False)),
             request=bool(raw.get("request", False)), offline=bool(raw.get("offline", False)),
             gated=bool(raw.get("gated", True)),
             frame=_compile(frame, where) if frame is not None else None,
