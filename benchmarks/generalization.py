@@ -30,8 +30,8 @@ message left outside:
     python benchmarks/generalization.py --rules-from 981af22 --rules-from WORKTREE --set all --tails 2000
 
 With --pasted, each log is dressed as it reaches a reader: quoted in a markdown
-reply, indented in a code block, behind docker compose's, kubectl's or
-journald's prefix; the table counts the dressed logs read as the plain log is
+reply, indented in a code block, behind docker compose's, kubectl's, journald's,
+srun -l's or pm2's prefix, with Windows' line ends; the table counts the dressed logs read as the plain log is
 (outcome and cause, and the evidence line under its dressing):
 
     python benchmarks/generalization.py --rules-from d98874f --rules-from WORKTREE --set all --pasted
@@ -155,14 +155,25 @@ def window_table(revs: list[str], pairs: list, misses: bool) -> None:
         print(f"| {outcome} | " + " | ".join(cell(n[rev], len(cut)) for rev in revs) + " |")
 
 
-# How a log reaches a reader, put before each of its lines that is not blank.
-DRESSINGS = {
+# How a log reaches a reader: a prefix put before each of its lines that is not
+# blank, or (None) its line ends turned into Windows' CRLF.
+DRESSINGS: dict[str, bytes | None] = {
     "quoted (> )": b"> ",
     "indented (4 spaces)": b"    ",
     "docker compose": b"vllm-1  | ",
     "kubectl --timestamps": b"2026-01-01T00:00:00.123456789Z ",
+    "kubectl --prefix": b"[pod/vllm-7d9f8-abcde/vllm] ",
     "journald": b"Dec 04 04:14:06 gpu-host-01 server[1234]: ",
+    "srun -l (task number)": b"0: ",
+    "pm2": b"0|vllm     | ",
+    "CRLF line ends": None,
 }
+
+
+def dress(text: bytes, prefix: bytes | None) -> bytes:
+    if prefix is None:
+        return text.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+    return b"".join(prefix + line if line.strip() else line for line in text.splitlines(keepends=True))
 
 
 def pasted_table(revs: list[str], pairs: list, misses_only: bool) -> None:
@@ -172,8 +183,7 @@ def pasted_table(revs: list[str], pairs: list, misses_only: bool) -> None:
         for dressing, prefix in DRESSINGS.items():
             for n, path in enumerate(logs):
                 copy = Path(tmp) / f"{n}-{len(dressed)}.log"
-                copy.write_bytes(b"".join(prefix + line if line.strip() else line
-                                          for line in path.read_bytes().splitlines(keepends=True)))
+                copy.write_bytes(dress(path.read_bytes(), prefix))
                 dressed[(dressing, path)] = copy
         results = {rev: verdicts(rev, logs + list(dressed.values())) for rev in revs}
     rows: dict[str, dict[str, list[int]]] = {d: {rev: [0, 0] for rev in revs} for d in DRESSINGS}

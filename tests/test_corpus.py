@@ -119,7 +119,7 @@ def test_reported_corpus():
 
 # How the same log reaches a user from other machines: kubectl logs --timestamps or
 # --prefix, stern, kubetail, a Ray task's prefix, docker service logs, Slurm's srun --label,
-# a launch script's `| ts`, docker compose's (and podman-compose's) service column,
+# a launch script's `| ts`, docker compose's (and podman-compose's) service column, pm2's,
 # journalctl/syslog, an export's timestamp and tab, a file's line numbers (cat -n), a Python wrapper's
 # logger, Windows line ends.
 REWRITES = {
@@ -128,6 +128,7 @@ REWRITES = {
     "srun-label": lambda line: "0: " + line,
     "moreutils-ts": lambda line: "Dec 02 01:51:33 " + line,
     "compose": lambda line: "vllm-1  | " + line,
+    "pm2": lambda line: "0|vllm     | " + line,  # pm2 logs: its process id and name
     "podman-compose": lambda line: "[vllm] | " + line,
     "stern": lambda line: "vllm-7d9c6b5f4-x2k8p vllm " + line,  # stern's pod and container
     "kubetail": lambda line: "[vllm-7d9c6b5f4-x2k8p] " + line,

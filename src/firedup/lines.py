@@ -29,8 +29,8 @@ _PREFIXES = [
     # moreutils' ts, as a launch script pipes through it: "Dec 02 01:51:33 ", "00:00:05 " (ts -s)
     re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d )?\d\d:\d\d:\d\d(?:\.\d+)? "),
     # docker compose service column: "ollama  | ", podman-compose's "[ollama] | ", a swarm
-    # service's task "vllm.1.8o9x2x@node1    | "
-    re.compile(r"(?P<origin>\[[\w.-]+\]|[\w.@-]+)\s+\| "),
+    # service's task "vllm.1.8o9x2x@node1    | ", pm2's process id and name "0|vllm     | "
+    re.compile(r"(?P<origin>\[[\w.-]+\]|(?:\d+\|)?[\w.@-]+)\s+\| "),
     # ISO / docker timestamps: "2025-02-04 21:21:33 ", "2025-10-13T22:12:09.754618Z  INFO "
     re.compile(
         r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
