@@ -77,6 +77,11 @@ def test_a_log_ending_as_its_http_server_starts_is_ready_unless_the_process_exit
     run = Run()
     run.log(VLLM_START + up + "INFO 11-17 14:44:12 [config.py:1] Loading weights took 3 s\n")
     assert run.finish().outcome == "incomplete"  # start-up lines after it: it was not the end of the start
+    run = Run()  # before 0.7.3 no "Starting vLLM API server": the route list says it
+    run.log(VLLM_START + "INFO 10-12 00:26:58 launcher.py:19] Available routes are:\n"
+            "INFO 10-12 00:26:58 launcher.py:27] Route: /openapi.json, Methods: GET, HEAD\n")
+    v = run.finish()
+    assert v.outcome == "ready" and "Available routes are:" in v.evidence["line"]
 
 
 def test_an_sglang_log_ending_in_its_own_warm_up_is_ready_only_once_finished():

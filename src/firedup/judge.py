@@ -384,7 +384,7 @@ class Judge:
         self.last_stopping = 0  # the last line saying the process is going down
         self.last_phase: Signal | None = None  # the last line that moved the phase
         self.last_setup: Signal | None = None  # the last phase or config line (no progress bar)
-        self.up: Signal | None = None  # the last line saying the HTTP server is up, before ready
+        self.up: Signal | None = None  # the first line saying the HTTP server is up, before ready
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
         self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
         self.last_words: Signal | None = None  # the error lines the log ends on, so far (Engine._last_words)
@@ -466,8 +466,8 @@ class Judge:
                 self.last_phase = s
             if kind in ("phase", "config"):
                 self.last_setup = s
-        if s.rule is not None and s.rule.up and self.ready is None:
-            self.up = s
+        if s.rule is not None and s.rule.up and self.ready is None and self.up is None:
+            self.up = s  # the first: vLLM's route list follows its "Starting vLLM API server"
         if s.rule is not None and s.rule.phase:
             # a bar's first reading has not moved: it does not say start-up went on past an exception
             self._enter(s.rule.phase, now, clear=kind != "progress")
