@@ -241,7 +241,8 @@ def test_firedup_bench_agrees_with_vllm_bench_serve(tmp_path):
     for r in rows:
         print(f"| {r['metric']} | {r['firedup']:.2f} | {r['vllm']:.2f} | {r['ratio']:.3f} | {r['server_ratio']:.3f} "
               f"| {r['referred']:.3f} | ±{100 * r['tolerance']:.0f}% | {r['runs']} |")
-    print("firedup runs that flagged their own timing, run again:", out["refused"])
+    print("runs taken again (a firedup run that flagged its own timing, a vllm run far from the server):",
+          out["refused"])
     assert [r["metric"] for r in rows] == ["total_input_tokens", "total_output_tokens", "mean_ttft_ms",
                                            "mean_tpot_ms", "mean_itl_ms", "output_throughput"]
     assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
