@@ -625,6 +625,27 @@ def test_traceback_then_progress_is_handled():
     assert run.log(VLLM_READY, at=110).outcome == "ready"
 
 
+def test_another_processs_progress_does_not_handle_an_exception():
+    # vLLM-Omni: stage 0's worker raised; stage 1's model runner, another process, went on loading
+    err = "(Worker pid=2291010) [Stage-0] ERROR 03-12 08:22:28 [multiproc_executor.py:800] "
+    run = Run(server="vllm")
+    run.log(err + "Traceback (most recent call last):\n"
+            + err + '  File "/v/vllm/v1/worker/utils.py", line 227, in request_memory\n'
+            + err + "    raise ValueError(\n"
+            + err + "ValueError: Free memory on device cuda:0 (111.99/139.8 GiB) on startup is less than "
+                    "desired GPU memory utilization (0.95, 132.81 GiB).\n"
+            "(Worker pid=2291010) [Stage-0] INFO 03-12 08:22:28 [multiproc_executor.py:749] Parent process exited, "
+            "terminating worker\n"
+            "[Stage-1] INFO 03-12 08:22:28 [diffusion_model_runner.py:133] Model loading took 26.4738 GiB "
+            "and 13.178609 seconds\n")
+    v = run.finish()
+    assert v.outcome == "failed" and v.cause == "cuda_oom" and "[Stage-0]" in v.evidence["line"]
+    run = Run(server="vllm")  # its own stage going on: handled
+    run.log(err + "Traceback (most recent call last):\n" + err + "ImportError: optional thing\n"
+            "(Worker pid=2291010) [Stage-0] INFO 03-12 08:22:29 [gpu_model_runner.py:1329] Starting to load model m...\n")
+    assert run.finish().outcome == "incomplete"
+
+
 def test_a_progress_bar_first_seen_after_an_exception_has_not_moved():
     # vLLM's RPC timed out, then the client's bar (never moved past its first reading), then the
     # engine's death it caused: the bar did not clear the timeout, which stays the root

@@ -470,7 +470,7 @@ class Judge:
             self.up = s  # the first: vLLM's route list follows its "Starting vLLM API server"
         if s.rule is not None and s.rule.phase:
             # a bar's first reading has not moved: it does not say start-up went on past an exception
-            self._enter(s.rule.phase, now, clear=kind != "progress")
+            self._enter(s.rule.phase, now, clear=kind != "progress", by=s.origin)
         if kind == "config":
             self.config.update((k, v) for k, v in s.data.items() if k != "version")
             self.version = s.data.get("version", self.version)
@@ -600,7 +600,7 @@ class Judge:
     def _evidence(self, now: float) -> None:
         self.last_evidence = now
 
-    def _enter(self, phase: str, now: float, clear: bool = True) -> None:
+    def _enter(self, phase: str, now: float, clear: bool = True, by: str | None = None) -> None:
         if phase == "warmup" and self.phase == "http":
             # SGLang (llama.cpp likewise) serves HTTP first, then runs its own warm-up request
             self.warming_up = True
@@ -612,7 +612,7 @@ class Judge:
         self.progress = None
         self._evidence(now)
         if clear:
-            self._clear_pending()
+            self._clear_pending(by)
 
     def _progress(self, s: Signal, now: float) -> None:
         new = {"desc": s.data.get("desc") or self.phase, "n": s.data["n"], "total": s.data["total"]}
@@ -621,16 +621,19 @@ class Judge:
         if old is None or (old["desc"], old["n"]) != (new["desc"], new["n"]):
             self._evidence(now)
             if old is not None:  # a first reading has not moved
-                self._clear_pending()
+                self._clear_pending(s.origin)
 
-    def _clear_pending(self) -> None:
-        # Start-up went on after the exception: it was handled.
+    def _clear_pending(self, by: str | None = None) -> None:
+        # Start-up went on after the exception: it was handled. Not by another
+        # process's start-up going on (a stage or rank the error did not stop).
         if self.candidates and not self.fatal:
+            others = [c for c in self.candidates if by and c.origin and c.origin != by]
             for c in self.candidates:
-                self._unused(c, "handled")
-            self.candidates.clear()
-            self.pending_since = None
-            self._stopping = False
+                if c not in others:
+                    self._unused(c, "handled")
+            self.candidates[:] = others
+            self.pending_since = self.pending_since if others else None
+            self._stopping = self._stopping and bool(others)
 
     def _benign(self, s: Signal) -> None:
         self._list(self.benign, self._benign_seen, s.line, s.lineno, s.rule.id)
