@@ -381,7 +381,6 @@ class Judge:
         self.last_startup: Signal | None = None  # the last phase, progress or config line
         self.before_shutdown: Signal | None = None  # the last start-up line before a start began going down
         self.shutdown_lineno = 0  # where it began going down (a bar it cut short shares its line)
-        self.last_stopping = 0  # the last line saying the process is going down
         self.last_phase: Signal | None = None  # the last line that moved the phase
         self.last_setup: Signal | None = None  # the last phase or config line (no progress bar)
         self.up: Signal | None = None  # the first line saying the HTTP server is up, before ready
@@ -409,7 +408,6 @@ class Judge:
             return
         if kind == "stopping":
             self._stopping = self._stopping or bool(self.candidates)
-            self.last_stopping = s.lineno
             if self.ready is not None and self.stopped is None and not self.fatal and not self._request_since_ready() \
                     and any(_score(c) == 4 for c in self.after_ready + self._went_down_on()):
                 self.went_down = True
@@ -811,7 +809,7 @@ class Judge:
         there is a warm-up that hangs."""
         return self.ready is None and self.stopped is None and self.exit_code is None \
             and self.up is not None and self.up.rule is not None and self.up.rule.warmup_follows \
-            and self.phase == "http" and self.last_stopping < self.up.lineno
+            and self.phase == "http" and self.before_shutdown is None
 
     def _ready_line(self) -> Signal:
         """The ready verdict's evidence: the ready line, or for a ready proven
