@@ -803,13 +803,14 @@ class Judge:
 
     def _ended_warming_up(self) -> bool:
         """Whether a finished log of a server that warms itself up after its
-        HTTP server is up (SGLang) ends after that, before its ready line, with
+        HTTP server is up (SGLang) ends after that (or, in a window that begins
+        after it, after a request it answered), before its ready line, with
         nothing failing and nothing going down: a window cut there shows a
         server that was up. Only for a finished log: watched live, silence
         there is a warm-up that hangs."""
         return self.ready is None and self.stopped is None and self.exit_code is None \
             and self.up is not None and self.up.rule is not None and self.up.rule.warmup_follows \
-            and self.phase == "http" and self.before_shutdown is None
+            and self.phase in ("warmup", "http") and self.before_shutdown is None
 
     def _ready_line(self) -> Signal:
         """The ready verdict's evidence: the ready line, or for a ready proven
@@ -817,8 +818,9 @@ class Judge:
         is missing: a logging config that drops it), the line before it where
         the server said its HTTP server was up, when there is one."""
         assert self.ready is not None  # called only for a ready verdict
-        if self.ready.rule is not None and self.ready.rule.served and self.up is not None:
-            return self.up
+        if self.ready.rule is not None and self.ready.rule.served and self.up is not None \
+                and self.up.rule is not None and self.up.rule.phase == "http":
+            return self.up  # not a request answered in the warm-up (an up line too: SGLang's)
         if self.ready.rule is not None and self.ready.rule.offline and self.last_setup is not None:
             return self.last_setup  # not its own batch's bar
         return self.ready
