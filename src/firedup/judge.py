@@ -179,7 +179,7 @@ def _tail(line: str, pattern: re.Pattern) -> str | None:
 
 
 # The end of a tqdm bar: "| 3/23 [00:11<00:55,  2.79s/it]"
-_BAR_END = re.compile(r"(?:it/s|s/it)\]$")
+_BAR_END = re.compile(r"(?:it/s|s/it)\](?:\[[^\]]*\]:?)*$")  # then the glued line's own "[rank15]:[E1224 ...]"
 
 
 def _glued_in(message: str, line: str) -> bool:
@@ -869,6 +869,7 @@ class Judge:
         evidence = best
         if _weak(best):
             context = self._context_cause(best)
+            context = self._unglued(context, self.causes) if context is not None else None
             if context is not None and (_score(best) <= 1 or not _weak(context)):
                 rule = context.cause_rule
                 if _score(best) <= 1 or best.kind != "exception" or context.lineno > best.lineno \
