@@ -82,6 +82,11 @@ def test_a_log_ending_as_its_http_server_starts_is_ready_unless_the_process_exit
             "INFO 10-12 00:26:58 launcher.py:27] Route: /openapi.json, Methods: GET, HEAD\n")
     v = run.finish()
     assert v.outcome == "ready" and "Available routes are:" in v.evidence["line"]
+    run = Run()  # a window that begins inside the route list
+    run.log(VLLM_START + "INFO 10-12 00:26:58 launcher.py:27] Route: /tokenize, Methods: POST\n"
+            "INFO 10-12 00:26:58 launcher.py:27] Route: /detokenize, Methods: POST\n")
+    v = run.finish()
+    assert v.outcome == "ready" and v.evidence["line"].endswith("Route: /tokenize, Methods: POST")
 
 
 def test_an_sglang_log_ending_in_its_own_warm_up_is_ready_only_once_finished():
@@ -106,6 +111,19 @@ def test_an_sglang_log_ending_in_its_own_warm_up_is_ready_only_once_finished():
     run = Run()
     run.log(SGLANG_ARGS + up, at=1)
     assert run.exit(1, at=2).outcome == "failed"
+    # a window that begins after uvicorn's line: a request it answered says it was up
+    answered = ('[2026-06-11 21:14:39] INFO:     172.17.0.1:34294 - "GET /model_info HTTP/1.1" 200 OK\n'
+                '[2026-06-11 21:14:40] INFO:     172.17.0.1:34306 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n')
+    run = Run()
+    run.log(SGLANG_ARGS + answered)
+    v = run.finish()
+    assert v.outcome == "ready" and "POST /v1/chat/completions" in v.evidence["line"]
+    run = Run(stall=60)
+    run.log(SGLANG_ARGS + answered, at=1)
+    assert run.judge.decide(62).outcome == "stalled"
+    run = Run()  # a poll of /model_info alone is no request answered
+    run.log(SGLANG_ARGS + answered.splitlines(keepends=True)[0])
+    assert run.finish().outcome == "incomplete"
 
 
 def test_llamacpp_listening_before_model_load_is_not_ready():
@@ -1141,6 +1159,12 @@ def test_output_glued_together_gives_way_to_the_whole_copy_after_it():
     cuda = "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:368 'an illegal memory access was encountered'"
     v = _failed(bar + cuda + "\n" + cuda + "\n", server="sglang")
     assert v.evidence == {"line": cuda, "lineno": 2}
+    # the bar, then the glued line's own prefix; the copy is the cause near a root naming none
+    npu = "compiler_depend.ts:444] ReshapeAndCacheOperation setup failed!"
+    v = _failed(f"{bar}[rank15]:[E1224 01:14:28.932556327 {npu}\n[rank8]:[E1224 01:14:28.932566777 {npu}\n"
+                "RuntimeError: The Inner error is reported as above. The process exits for this inner error.\n",
+                server="sglang")
+    assert v.evidence == {"line": f"[rank8]:[E1224 01:14:28.932566777 {npu}", "lineno": 2}
     zero = "ERROR 12-17 09:40:09 worker_base.py:467] ZeroDivisionError: integer division or modulo by zero"
     v = _failed(f"(RayWorkerWrapper pid=148818, ip=10.164.0.37) {zero}\n{zero}\n", server="vllm")
     assert v.evidence["lineno"] == 1
