@@ -1704,3 +1704,19 @@ def test_a_traceback_quoted_in_an_exception_behind_a_prefix_ends_the_one_before_
     v = _window(window)
     assert (v.outcome, v.cause) == ("failed", "gpu_unavailable")
     assert v.evidence["line"].endswith("RuntimeError: No CUDA GPUs are available")
+
+
+def test_a_library_missing_for_an_optional_import_warned_about_explains_no_crash():
+    # vllm-ascend warns that vllm._C cannot load (libcudart on an NPU host) and goes on; the engine
+    # dies later on an NPU error whose own report, under it, names the cause
+    err = "(EngineCore_DP0 pid=6903) ERROR 10-09 01:31:16 [core.py:718] "
+    run = Run(server="vllm")
+    run.log("WARNING 10-09 01:30:00 [_custom_ops.py:20] Failed to import from vllm._C with "
+            "ImportError('libcudart.so.12: cannot open shared object file: No such file or directory')\n"
+            "INFO 10-09 01:30:05 [gpu_model_runner.py:1329] Starting to load model m...\n"
+            + err + "RuntimeError: npuSynchronizeDevice:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:508 "
+                    "NPU function error: AclrtSynchronizeDeviceWithTimeout, error code is 507013\n"
+            + err + "[ERROR] 2025-10-09-01:31:16 (PID:6903, Device:0, RankID:-1) ERR00100 PTA call acl api failed\n"
+            + err + "EL0004: [PID: 6903] 2025-10-09-01:31:15.131.349 Failed to allocate memory.\n")
+    v = run.finish()
+    assert v.outcome == "failed" and v.cause == "cuda_oom" and "EL0004" in v.evidence["line"], v

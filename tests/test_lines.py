@@ -115,6 +115,13 @@ def test_rays_task_and_serve_replica_prefixes_are_peeled():
         assert line.message == "Waiting for init message from front-end." and line.origin == prefix.strip()
 
 
+def test_a_launchers_tag_for_each_server_of_a_disaggregated_deployment_is_its_origin():
+    for tag in ("[prefill-0]", "[decode-1]"):
+        line = parse(tag + " (APIServer pid=157) INFO:     Application startup complete.")
+        assert line.message == "Application startup complete." and line.outer == tag
+    assert parse("[2025-04-09 05:05:13 TP0] Load weight begin.").message == "Load weight begin."
+
+
 def test_colour_codes_that_lost_their_escape_are_removed():
     for raw in ("[36m(pid=860)[0m INFO 04-16 10:27:44 [__init__.py:239] Automatically detected platform cuda.",
                 "←[36m(pid=860)←[0m INFO 04-16 10:27:44 [__init__.py:239] Automatically detected platform cuda."):

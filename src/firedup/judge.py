@@ -201,6 +201,18 @@ def _handled_exception(line: str) -> bool:
     return parsed.level in _HANDLED_LEVELS and _EXCEPTION_LINE.match(parsed.message) is not None
 
 
+# What a line says failed to import: "Failed to import from vllm._C with ImportError(...)",
+# "No module named 'vllm._C'".
+_IMPORTED = re.compile(r"\b(?:import(?: from)?|[Nn]o module named) '?(?P<module>[\w.]+)")
+
+
+def _names_import(best: Signal, line: Signal) -> bool:
+    """Whether a root names the module a line says failed to import (its last part)."""
+    m = _IMPORTED.search(parse(line.line).message)
+    name = m.group("module").rsplit(".", 1)[-1] if m else ""
+    return len(name) > 1 and re.search(rf"(?<!\w){re.escape(name)}\b", best.line) is not None
+
+
 def _weak(s: Signal | None) -> bool:
     """Whether a signal names no root cause: no rule does, or a consequence
     (a rule that says how a process died, not why: see _failed). A rule whose
@@ -1047,14 +1059,16 @@ class Judge:
         # a line the start-up went on after did not stop it: it explains no crash while serving
         since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
         # an exception the server logged as a warning and went on after explains nothing
-        # (an optional import, a probe); nor does a missing module far above the failure;
+        # (an optional import, a probe); nor does a module or library warned about (an optional
+        # extension: vllm._C on an NPU host) or far above the failure, unless the root names what
+        # failed to import ("Failed to import from vllm._core_C", then "class '_core_C.ScalarType'");
         # a consequence naming a library is explained only by a line naming it
         library = self._library_of(best)
         causes = [c for c in self.causes
                   if not _handled_exception(c.line)
                   and (library <= set(_TOKEN.split(c.line)) if library else
-                       not (c.cause == "missing_module" and (parse(c.line).level in _HANDLED_LEVELS
-                                                             or best.lineno - c.lineno > BURST_LINES)))]
+                       not (c.cause in ("missing_module", "missing_shared_lib") and not _names_import(best, c)
+                            and (parse(c.line).level in _HANDLED_LEVELS or best.lineno - c.lineno > BURST_LINES)))]
         before = [c for c in causes if since <= c.lineno <= best.lineno]
         after = [c for c in causes if c.lineno > best.lineno]
         near = [*reversed(before), *after]

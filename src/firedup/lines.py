@@ -58,8 +58,9 @@ _PREFIXES = [
     # "(pid=4242, ip=10.0.0.2) ", "(ServeReplica:default:LLMServer pid=77) ", "(raylet) "
     re.compile(r"(?P<origin>\((?:[\w.:-]+,? )?(?:rank|pid|ip|node)=[\w.:-]+(?:,? (?:rank|pid|ip|node)=[\w.:-]+)*\)"
                r"|\(raylet(?:, ip=[\d.]+)?\)) ?"),
-    # vLLM-Omni's stage of a multi-stage pipeline, after its worker's prefix: "[Stage-0] "
-    re.compile(r"(?P<origin>\[Stage-\d+\]) "),
+    # vLLM-Omni's stage of a multi-stage pipeline, after its worker's prefix: "[Stage-0] "; a
+    # launcher's tag for each server of a disaggregated deployment: "[prefill-0] ", "[decode-1] "
+    re.compile(r"(?P<origin>\[Stage-\d+\]|\[[a-z][a-z_]*-\d+\]) "),
     # vLLM levels: "INFO 04-25 08:50:55 [file.py:44] ", old "INFO 10-12 00:26:58 launcher.py:27] "
     re.compile(
         r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
