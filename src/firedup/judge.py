@@ -105,8 +105,9 @@ it (within BURST_LINES) gives way to that first copy. When the root names no
 root cause, the nearest cause line before it (within CONTEXT_LINES, and after
 the ready line for a crash while serving), or else the first after it, names
 the cause (an NCCL watchdog line that a ``terminate called`` follows; a
-missing module only when no other cause is near, and never one logged as a
-warning or further than BURST_LINES above the root); it is the evidence too
+missing module or library only when no other cause is near, and never one
+logged as a warning or further than BURST_LINES above the root unless the root
+names what failed to import); it is the evidence too
 unless the root is an exception and the cause line comes before it, the
 exception's own line then being the evidence (a cause line after an exception
 is its output: the linker error a "ninja exited with status 1" leaves below
