@@ -1720,3 +1720,13 @@ def test_a_library_missing_for_an_optional_import_warned_about_explains_no_crash
             + err + "EL0004: [PID: 6903] 2025-10-09-01:31:15.131.349 Failed to allocate memory.\n")
     v = run.finish()
     assert v.outcome == "failed" and v.cause == "cuda_oom" and "EL0004" in v.evidence["line"], v
+
+
+def test_a_name_that_could_not_be_imported_is_not_what_a_root_must_name():
+    # "cannot import name 'NameSpace' from 'optional_ext'", warned about: the module is optional_ext, so a root
+    # that merely says "name" does not make the warning its cause
+    v = _failed("WARNING 10-09 01:30:00 [x.py:20] Failed to load: ImportError: cannot import name 'NameSpace' from "
+                "'optional_ext' (libfoo.so: cannot open shared object file: No such file or directory)\n"
+                "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+                "NameError: name 'model' is not defined\n", server="vllm")
+    assert v.cause != "missing_shared_lib", v

@@ -203,8 +203,8 @@ def _handled_exception(line: str) -> bool:
 
 
 # What a line says failed to import: "Failed to import from vllm._C with ImportError(...)",
-# "No module named 'vllm._C'".
-_IMPORTED = re.compile(r"\b(?:import(?: from)?|[Nn]o module named) '?(?P<module>[\w.]+)")
+# "No module named 'vllm._C'", "cannot import name 'x' from 'vllm._C'" (the module, not the name).
+_IMPORTED = re.compile(r"\b(?:import(?: name '?\w+'? from| from)?|[Nn]o module named) '?(?P<module>[\w.]+)")
 
 
 def _names_import(best: Signal, line: Signal) -> bool:
