@@ -108,6 +108,13 @@ def test_podman_composes_bracketed_service_and_an_exports_timestamp_and_tab_are_
         == "main: server is listening on http://127.0.0.1:8080"
 
 
+def test_a_log_viewers_timestamp_column_is_peeled_and_the_frames_keep_their_indent():
+    line = parse("2026-04-19 12:55:33.728 | (EngineCore pid=196) ERROR 04-19 10:55:33 [c.py:1] Engine died.")
+    assert line.message == "Engine died." and line.origin == "(EngineCore pid=196)"
+    frame = '  File "/x/core.py", line 3, in run'
+    assert parse("2026-04-19 12:55:33.729 | " + frame).message == frame
+
+
 def test_rays_task_and_serve_replica_prefixes_are_peeled():
     prefixes = ("(pid=4242) ", "(pid=4242, ip=10.0.0.2) ", "(ServeReplica:default:LLMServer pid=77) ", "(task, pid=9) ")
     for prefix in prefixes:

@@ -22,6 +22,8 @@ _BARE_SGR = re.compile(r"\[[0-9][0-9;]*m")  # with a number: "[main.rs" is no co
 _PREFIXES = [
     # a log console's columns, as pasted: "  | 2025-03-07T05:56:27.270Z | "
     re.compile(r"[\s\xa0]*\| \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z? \| "),
+    # a log viewer's timestamp column, as copied from it: "2026-04-19 13:04:53.903 | "
+    re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? \| "),
     # syslog / journalctl: "Dec  1 10:00:00 gpu01 vllm[1234]: ", with --output=short-iso a date;
     # the host left out of a paste too
     re.compile(r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?"
