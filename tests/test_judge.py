@@ -1523,6 +1523,21 @@ def _diagnosed(text):
     return diagnose(io.BytesIO(text.encode()))
 
 
+def test_a_restart_stopped_before_it_got_anywhere_leaves_the_earlier_runs_failure():
+    kv = ("ValueError: To serve at least one request with the model's max seq len (98304), (1.06 GiB KV cache is "
+          "needed, which is larger than the available KV cache memory (0.47 GiB).\n")
+    restart = VLLM_START + "INFO 10-12 00:27:03 config.py:1] Using max model len 98304\n"
+    stop = "Traceback (most recent call last):\n  File \"api_server.py\", line 564, in signal_handler\n" \
+           "KeyboardInterrupt: terminated\n"
+    v = _diagnosed(VLLM_START + "Traceback (most recent call last):\n  File \"gpu_worker.py\", line 1, in x\n" + kv
+                   + restart + stop)
+    assert (v.outcome, v.cause) == ("failed", "kv_cache_too_small") and v.evidence["lineno"] == 4
+    assert any("started again at line 5" in note and "was stopped" in note for note in v.notes)
+    # a restart that came up is what the log ends on
+    assert _diagnosed(VLLM_START + "Traceback (most recent call last):\n" + kv + restart
+                      + "INFO:     Application startup complete.\n").outcome == "ready"
+
+
 def test_a_child_ended_by_a_signal_before_ready_is_the_parent_failing_not_a_stop():
     log = (VLLM_START + "ERROR 11-20 08:34:06 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 118 died, exit code: -15\n"
            "Traceback (most recent call last):\n  File \"worker.py\", line 445, in raise_if_cache_size_invalid\n"

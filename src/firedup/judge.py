@@ -53,7 +53,12 @@ Rules for the outcome:
   evidence is where it had got: the line before the stop (before the traceback
   a KeyboardInterrupt ends), else the last line a rule read before it. A real
   crash after ready (an abort, a device assert, a dead engine: a ``fatal``
-  line) is ``failed``, with a note of how long the server had been ready.
+  line) is ``failed``, with a note of how long the server had been ready;
+- a new run appended to the log (a ``start`` line after the run went
+  somewhere) is judged on its own; but when a finished log's last run never
+  got anywhere (``incomplete``: a restart policy's retry stopped from outside
+  or cut off) after an earlier run failed, the verdict is that failure, with a
+  note of the restart.
 
 Root cause (``_failed``): of the failure lines of the run (fatal lines,
 exception lines, tracebacks cut short), in log order, the root is
@@ -135,7 +140,7 @@ prefixes differ only in numbers (timestamps, ranks) are listed once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._outcome import Outcome
@@ -400,6 +405,8 @@ class Judge:
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
         self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
         self.last_words: Signal | None = None  # the error lines the log ends on, so far (Engine._last_words)
+        self.earlier_failure: Verdict | None = None  # an earlier run's failure in the same log, before a restart
+        self.restart: Signal | None = None  # the line that began the last run appended to the log
 
     # -- input ---------------------------------------------------------------
 
@@ -407,8 +414,10 @@ class Judge:
         kind = s.kind
         if s.rule is not None and s.rule.start and (self.ready or self.candidates or self.fatal or self.stopped):
             # a new run appended to the same log: the earlier run's errors are listed as ignored
+            failed = self._failed(now) if self.ready is None and (self.candidates or self.fatal) else None
             earlier = (self.benign, self._benign_seen, self.unused + [(c, "handled") for c in self.candidates])
             self._reset(now)
+            self.earlier_failure, self.restart = failed, s
             self.benign, self._benign_seen, self.unused = earlier
         if kind == "lines":
             self.last_words = None  # more lines came: the next silence reads the new last words
@@ -783,12 +792,23 @@ class Judge:
             return self._verdict("ready", now, self._evidence_of(self.first_request))
         if self._ended_up() or self._ended_warming_up():
             return self._verdict("ready", now, self._evidence_of(self.up))
+        if self.earlier_failure is not None:
+            return self._restarted_after(self.earlier_failure)
         if self.stopped is not None:
             return self._verdict("incomplete", now, self._evidence_of(self._before_stop()),
                                  explanation=STOPPED_EXPLANATION, remedy=STOPPED_REMEDY)
         where = self._where_it_got()
         return self._verdict("incomplete", now, where, explanation=INCOMPLETE_EXPLANATION if where else
                              EMPTY_EXPLANATION, remedy=INCOMPLETE_REMEDY)
+
+    def _restarted_after(self, failure: Verdict) -> Verdict:
+        """An earlier run's failure, for a log whose last run (a restart) never
+        got anywhere: the restart says nothing the failure does not."""
+        assert self.restart is not None  # set with the earlier failure
+        how = "was stopped" if self.stopped is not None else "had not got anywhere when the log ends"
+        return replace(failure, notes=failure.notes + [
+            f"the server was started again at line {self.restart.lineno} (a restart policy's retry?) and the "
+            f"restart {how}: the verdict is the earlier run's failure"])
 
     def _only_requests(self) -> bool:
         """Whether a finished log with no ready line goes on, after whatever of its
