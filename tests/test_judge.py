@@ -1533,6 +1533,11 @@ def test_a_restart_stopped_before_it_got_anywhere_leaves_the_earlier_runs_failur
                    + restart + stop)
     assert (v.outcome, v.cause) == ("failed", "kv_cache_too_small") and v.evidence["lineno"] == 4
     assert any("started again at line 5" in note and "was stopped" in note for note in v.notes)
+    # runs that each failed the same way (a restart loop; what they measured differs) are the first's failure
+    loop = _diagnosed(VLLM_START + "Traceback (most recent call last):\n" + kv + restart + "Traceback (most recent "
+                      "call last):\n" + kv.replace("0.47", "0.61") + restart + stop)
+    assert loop.cause == "kv_cache_too_small" and loop.evidence["lineno"] == 3
+    assert any("holds 2 runs" in note for note in loop.notes)
     # a restart that came up is what the log ends on
     assert _diagnosed(VLLM_START + "Traceback (most recent call last):\n" + kv + restart
                       + "INFO:     Application startup complete.\n").outcome == "ready"

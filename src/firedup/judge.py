@@ -58,7 +58,8 @@ Rules for the outcome:
   somewhere) is judged on its own; but when a finished log's last run never
   got anywhere (``incomplete``: a restart policy's retry stopped from outside
   or cut off) after an earlier run failed, the verdict is that failure, with a
-  note of the restart.
+  note of the restart; runs that each failed the same way (the same cause and
+  message: a restart loop) are one failure, the first run's.
 
 Root cause (``_failed``): of the failure lines of the run (fatal lines,
 exception lines, tracebacks cut short), in log order, the root is
@@ -159,6 +160,14 @@ _HANDLED_LEVELS = ("WARNING", "INFO", "DEBUG")
 _CAUGHT_TO_EXPLAIN = re.compile(r"(?:[\w.]+\.)?(?:KeyError|StopIteration|IndexError|LookupError)\b"
                           r"|RuntimeError: There is no current event loop"
                           r"|(?:[\w.]+\.)?\w*(?:Error|Exception)$")  # one with no message ("TimeoutError")
+def _same_failure(a: Verdict | None, b: Verdict) -> bool:
+    """Whether two runs' failures are one: the same cause and root message,
+    its numbers left out (what each run measured: free memory, sizes)."""
+    if a is None or a.cause != b.cause or not a.evidence or not b.evidence:
+        return False
+    return _DIGITS.sub("0", parse(a.evidence["line"]).message) == _DIGITS.sub("0", parse(b.evidence["line"]).message)
+
+
 # Kinds of lines that say where a start had got.
 _READ = ("phase", "progress", "heartbeat", "config", "benign", "cause")
 
@@ -407,6 +416,9 @@ class Judge:
         self.last_words: Signal | None = None  # the error lines the log ends on, so far (Engine._last_words)
         self.earlier_failure: Verdict | None = None  # an earlier run's failure in the same log, before a restart
         self.restart: Signal | None = None  # the line that began the last run appended to the log
+        # the first of the runs before this one that each failed the same way (a restart loop), and how many
+        self.first_failure: Verdict | None = None
+        self.runs_failed = 0
 
     # -- input ---------------------------------------------------------------
 
@@ -416,8 +428,11 @@ class Judge:
             # a new run appended to the same log: the earlier run's errors are listed as ignored
             failed = self._failed(now) if self.ready is None and (self.candidates or self.fatal) else None
             earlier = (self.benign, self._benign_seen, self.unused + [(c, "handled") for c in self.candidates])
+            loop = (self.first_failure, self.runs_failed) if failed and _same_failure(self.first_failure, failed) \
+                else (failed, 1)
             self._reset(now)
             self.earlier_failure, self.restart = failed, s
+            self.first_failure, self.runs_failed = loop[0], loop[1] + (loop[0] is not failed)
             self.benign, self._benign_seen, self.unused = earlier
         if kind == "lines":
             self.last_words = None  # more lines came: the next silence reads the new last words
@@ -712,7 +727,7 @@ class Judge:
             if self.ready is not None and (self.exit_code == 0 or self.stopped is not None):
                 return None
             if self.stopped is not None:
-                return self._verdict("stalled", now, self._evidence_of(self._before_stop()))
+                return self._stalled(now, self._evidence_of(self._before_stop()))
             return self._failed(now)
         if self.ready is not None:
             if self.went_down:
@@ -731,14 +746,21 @@ class Judge:
             if self._ended_on_error():
                 return self._failed(now)  # silent since the error lines it ends on
             if self.stopped is not None and self.ready is None:
-                return self._verdict("stalled", now, self._evidence_of(self._before_stop()))
+                return self._stalled(now, self._evidence_of(self._before_stop()))
             if self._ended_up() and self.confirm is None:
                 # silent once its API server started, and no probe to ask: up, as a finished log reads
                 return self._verdict("ready", now, self._evidence_of(self.up))
             if self._only_requests() and self.confirm is None:
                 return self._verdict("ready", now, self._evidence_of(self.first_request))  # it takes requests
-            return self._verdict("stalled", now, self._where_it_got())
+            return self._stalled(now, self._where_it_got())
         return None
+
+    def _stalled(self, now: float, evidence: dict[str, Any] | None) -> Verdict:
+        """A run that stopped or went silent before ready; a restart after a
+        failed run (as a finished log reads it) is that failure."""
+        if self.earlier_failure is not None:
+            return self._restarted_after(self._first_of_loop(self.earlier_failure))
+        return self._verdict("stalled", now, evidence)
 
     def next_deadline(self) -> float | None:
         """The earliest clock reading at which ``decide`` may answer without new
@@ -785,7 +807,7 @@ class Judge:
         """The verdict on a finished log: no more lines will come."""
         exited = self.exit_code not in (None, 0) and self.ready is None and self.stopped is None
         if self.fatal or self.candidates or self._ended_on_error() or exited or self.went_down:
-            return self._failed(now)
+            return self._first_of_loop(self._failed(now), also=1)
         if self.ready is not None:
             return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         if self._only_requests():
@@ -793,7 +815,7 @@ class Judge:
         if self._ended_up() or self._ended_warming_up():
             return self._verdict("ready", now, self._evidence_of(self.up))
         if self.earlier_failure is not None:
-            return self._restarted_after(self.earlier_failure)
+            return self._restarted_after(self._first_of_loop(self.earlier_failure))
         if self.stopped is not None:
             return self._verdict("incomplete", now, self._evidence_of(self._before_stop()),
                                  explanation=STOPPED_EXPLANATION, remedy=STOPPED_REMEDY)
@@ -805,10 +827,21 @@ class Judge:
         """An earlier run's failure, for a log whose last run (a restart) never
         got anywhere: the restart says nothing the failure does not."""
         assert self.restart is not None  # set with the earlier failure
-        how = "was stopped" if self.stopped is not None else "had not got anywhere when the log ends"
+        how = "was stopped" if self.stopped is not None else "got nowhere"
         return replace(failure, notes=failure.notes + [
             f"the server was started again at line {self.restart.lineno} (a restart policy's retry?) and the "
             f"restart {how}: the verdict is the earlier run's failure"])
+
+    def _first_of_loop(self, failure: Verdict, also: int = 0) -> Verdict:
+        """A failure that the runs before it in the log each failed the same way
+        (a restart policy's loop) is the first run's: the first copy."""
+        if not _same_failure(self.first_failure, failure) or self.first_failure is failure:
+            return failure
+        assert self.first_failure is not None  # _same_failure says so
+        runs = self.runs_failed + also
+        return replace(self.first_failure, notes=self.first_failure.notes + [
+            f"the log holds {runs} runs (a restart policy's retries?) that failed the same way: the evidence is "
+            "the first's"])
 
     def _only_requests(self) -> bool:
         """Whether a finished log with no ready line goes on, after whatever of its
