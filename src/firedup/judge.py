@@ -160,6 +160,8 @@ _HANDLED_LEVELS = ("WARNING", "INFO", "DEBUG")
 _CAUGHT_TO_EXPLAIN = re.compile(r"(?:[\w.]+\.)?(?:KeyError|StopIteration|IndexError|LookupError)\b"
                           r"|RuntimeError: There is no current event loop"
                           r"|(?:[\w.]+\.)?\w*(?:Error|Exception)$")  # one with no message ("TimeoutError")
+
+
 def _same_failure(a: Verdict | None, b: Verdict) -> bool:
     """Whether two runs' failures are one: the same cause and root message,
     its numbers left out (what each run measured: free memory, sizes)."""
