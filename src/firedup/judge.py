@@ -162,12 +162,26 @@ _CAUGHT_TO_EXPLAIN = re.compile(r"(?:[\w.]+\.)?(?:KeyError|StopIteration|IndexEr
                           r"|(?:[\w.]+\.)?\w*(?:Error|Exception)$")  # one with no message ("TimeoutError")
 
 
-def _same_failure(a: Verdict | None, b: Verdict) -> bool:
+def _same_failure(a: Verdict, b: Verdict) -> bool:
     """Whether two runs' failures are one: the same cause and root message,
     its numbers left out (what each run measured: free memory, sizes)."""
-    if a is None or a.cause != b.cause or not a.evidence or not b.evidence:
+    if a.cause != b.cause or not a.evidence or not b.evidence:
         return False
     return _DIGITS.sub("0", parse(a.evidence["line"]).message) == _DIGITS.sub("0", parse(b.evidence["line"]).message)
+
+
+def _first_of_loop(failures: list[Verdict]) -> Verdict:
+    """The last of a log's runs' failures (oldest first); where the runs before
+    it each failed the same way (a restart policy's loop), the first of them."""
+    last, loop = failures[-1], 1
+    while loop < len(failures) and _same_failure(failures[-loop - 1], last):
+        loop += 1
+    if loop == 1:
+        return last
+    first = failures[-loop]
+    return replace(first, notes=first.notes + [
+        f"the log holds {loop} runs (a restart policy's retries?) that failed the same way: the evidence is the "
+        "first's"])
 
 
 # Kinds of lines that say where a start had got.
@@ -416,11 +430,9 @@ class Judge:
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
         self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
         self.last_words: Signal | None = None  # the error lines the log ends on, so far (Engine._last_words)
-        self.earlier_failure: Verdict | None = None  # an earlier run's failure in the same log, before a restart
+        # the failures of the runs just before this one in the same log (a restart loop), oldest first
+        self.failed_runs: list[Verdict] = []
         self.restart: Signal | None = None  # the line that began the last run appended to the log
-        # the first of the runs before this one that each failed the same way (a restart loop), and how many
-        self.first_failure: Verdict | None = None
-        self.runs_failed = 0
 
     # -- input ---------------------------------------------------------------
 
@@ -430,11 +442,9 @@ class Judge:
             # a new run appended to the same log: the earlier run's errors are listed as ignored
             failed = self._failed(now) if self.ready is None and (self.candidates or self.fatal) else None
             earlier = (self.benign, self._benign_seen, self.unused + [(c, "handled") for c in self.candidates])
-            loop = (self.first_failure, self.runs_failed) if failed and _same_failure(self.first_failure, failed) \
-                else (failed, 1)
+            failed_runs = self.failed_runs + [failed] if failed else []  # a run that did not fail ends a loop
             self._reset(now)
-            self.earlier_failure, self.restart = failed, s
-            self.first_failure, self.runs_failed = loop[0], loop[1] + (loop[0] is not failed)
+            self.failed_runs, self.restart = failed_runs, s
             self.benign, self._benign_seen, self.unused = earlier
         if kind == "lines":
             self.last_words = None  # more lines came: the next silence reads the new last words
@@ -760,8 +770,8 @@ class Judge:
     def _stalled(self, now: float, evidence: dict[str, Any] | None) -> Verdict:
         """A run that stopped or went silent before ready; a restart after a
         failed run (as a finished log reads it) is that failure."""
-        if self.earlier_failure is not None:
-            return self._restarted_after(self._first_of_loop(self.earlier_failure))
+        if self.failed_runs:
+            return self._restarted_after(_first_of_loop(self.failed_runs))
         return self._verdict("stalled", now, evidence)
 
     def next_deadline(self) -> float | None:
@@ -809,15 +819,15 @@ class Judge:
         """The verdict on a finished log: no more lines will come."""
         exited = self.exit_code not in (None, 0) and self.ready is None and self.stopped is None
         if self.fatal or self.candidates or self._ended_on_error() or exited or self.went_down:
-            return self._first_of_loop(self._failed(now), also=1)
+            return _first_of_loop(self.failed_runs + [self._failed(now)])
         if self.ready is not None:
             return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         if self._only_requests():
             return self._verdict("ready", now, self._evidence_of(self.first_request))
         if self._ended_up() or self._ended_warming_up():
             return self._verdict("ready", now, self._evidence_of(self.up))
-        if self.earlier_failure is not None:
-            return self._restarted_after(self._first_of_loop(self.earlier_failure))
+        if self.failed_runs:
+            return self._restarted_after(_first_of_loop(self.failed_runs))
         if self.stopped is not None:
             return self._verdict("incomplete", now, self._evidence_of(self._before_stop()),
                                  explanation=STOPPED_EXPLANATION, remedy=STOPPED_REMEDY)
@@ -828,22 +838,11 @@ class Judge:
     def _restarted_after(self, failure: Verdict) -> Verdict:
         """An earlier run's failure, for a log whose last run (a restart) never
         got anywhere: the restart says nothing the failure does not."""
-        assert self.restart is not None  # set with the earlier failure
+        assert self.restart is not None  # set with the failed runs
         how = "was stopped" if self.stopped is not None else "got nowhere"
         return replace(failure, notes=failure.notes + [
             f"the server was started again at line {self.restart.lineno} (a restart policy's retry?) and the "
             f"restart {how}: the verdict is the earlier run's failure"])
-
-    def _first_of_loop(self, failure: Verdict, also: int = 0) -> Verdict:
-        """A failure that the runs before it in the log each failed the same way
-        (a restart policy's loop) is the first run's: the first copy."""
-        if not _same_failure(self.first_failure, failure) or self.first_failure is failure:
-            return failure
-        assert self.first_failure is not None  # _same_failure says so
-        runs = self.runs_failed + also
-        return replace(self.first_failure, notes=self.first_failure.notes + [
-            f"the log holds {runs} runs (a restart policy's retries?) that failed the same way: the evidence is "
-            "the first's"])
 
     def _only_requests(self) -> bool:
         """Whether a finished log with no ready line goes on, after whatever of its
