@@ -115,6 +115,13 @@ def test_a_log_viewers_timestamp_column_is_peeled_and_the_frames_keep_their_inde
     assert parse("2026-04-19 12:55:33.729 | " + frame).message == frame
 
 
+def test_nvidia_nims_record_prefix_with_the_year_is_peeled_with_its_level():
+    line = parse("INFO 2025-12-07 23:26:58.596 on.py:62] Application startup complete.")
+    assert line.message == "Application startup complete." and line.level == "INFO"
+    line = parse("ERROR 2025-07-21 14:34:24.934 async_trtllm_engine_factory.py:62] Bfloat16 is only supported")
+    assert line.message == "Bfloat16 is only supported" and line.level == "ERROR"
+
+
 def test_rays_task_and_serve_replica_prefixes_are_peeled():
     prefixes = ("(pid=4242) ", "(pid=4242, ip=10.0.0.2) ", "(ServeReplica:default:LLMServer pid=77) ", "(task, pid=9) ")
     for prefix in prefixes:

@@ -63,9 +63,10 @@ _PREFIXES = [
     # vLLM-Omni's stage of a multi-stage pipeline, after its worker's prefix: "[Stage-0] "; a
     # launcher's tag for each server of a disaggregated deployment: "[prefill-0] ", "[decode-1] "
     re.compile(r"(?P<origin>\[Stage-\d+\]|\[[a-z][a-z_]*-\d+\]) "),
-    # vLLM levels: "INFO 04-25 08:50:55 [file.py:44] ", old "INFO 10-12 00:26:58 launcher.py:27] "
+    # vLLM levels: "INFO 04-25 08:50:55 [file.py:44] ", old "INFO 10-12 00:26:58 launcher.py:27] ",
+    # NVIDIA NIM's (vLLM's and its own records): "INFO 2025-12-07 23:26:58.596 on.py:62] "
     re.compile(
-        r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+        r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
         r"(?:\[[^\]\s]+\] |[\w.-]+:\d+\] )"
     ),
     # torch distributed ranks: "[rank0]: ", "[rank0]:[W1028 ..." (its C++ log, below)
@@ -123,8 +124,8 @@ _COLLECTOR = re.compile(r"\d{1,4}: | *\d{1,7}\t| +\d{1,7} $|(?P<origin>\[pod/[\w
 # A markdown quote's marker, as a reply quoting a log puts it before every line
 # ("> ", nested "> > "), the line's own indent kept after it.
 _QUOTE = re.compile(r"(?:> ?)+")
-_EMPTY_RECORD = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
-                           r"(?:\[[^\]\s]+\]|[\w.-]+:\d+\])$")
+_EMPTY_RECORD = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
+                           r" (?:\[[^\]\s]+\]|[\w.-]+:\d+\])$")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 _LEVELS = {
     "W": "WARNING", "WARN": "WARNING", "E": "ERROR", "F": "FATAL", "I": "INFO", "D": "DEBUG",

@@ -88,7 +88,7 @@ _REQUEST_FRAME = re.compile(
 # classes, the tool and reasoning parsers): "ERROR 06-04 11:39:38 [serving_chat.py:199] ".
 # Such a layer logs each line of a request's traceback under its own name, so a
 # window cut after the frames still says whose the exception was.
-_REQUEST_SITE = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+_REQUEST_SITE = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
                           r"\[?(?:serving(?:_\w+)?|\w+_(?:tool|reasoning)_parser)\.py:\d+\] ")
 
 
