@@ -31,8 +31,9 @@ message left outside:
 
 With --pasted, each log is dressed as it reaches a reader: quoted in a markdown
 reply, indented in a code block, behind docker compose's, kubectl's, journald's,
-srun -l's or pm2's prefix, with Windows' line ends; the table counts the dressed logs read as the plain log is
-(outcome and cause, and the evidence line under its dressing):
+srun -l's, pm2's or a log viewer's prefix, with Windows' line ends; the table
+counts the dressed logs read as the plain log is (outcome and cause, and the
+evidence line under its dressing):
 
     python benchmarks/generalization.py --rules-from d98874f --rules-from WORKTREE --set all --pasted
 """
@@ -166,6 +167,7 @@ DRESSINGS: dict[str, bytes | None] = {
     "journald": b"Dec 04 04:14:06 gpu-host-01 server[1234]: ",
     "srun -l (task number)": b"0: ",
     "pm2": b"0|vllm     | ",
+    "log viewer (timestamp column)": b"2026-04-19 13:04:53.903 | ",
     "CRLF line ends": None,
 }
 
