@@ -72,6 +72,7 @@ def test_every_family_has_a_pack_with_a_ready_rule():
 
 @pytest.mark.parametrize("argv,family", [
     (["python", "-m", "sglang.launch_server", "--model-path", "x"], "sglang"),
+    (["python", "-m", "sglang_router.launch_router", "--worker-urls", "http://127.0.0.1:30001"], "sglang"),
     (["vllm", "serve", "x"], "vllm"),
     (["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "x"], "vllm"),
     (["llama-server", "-m", "x.gguf"], "llamacpp"),
