@@ -37,8 +37,8 @@ _PREFIXES = [
     re.compile(
         r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
         # one space only when no level follows: a traceback's frames keep their indent
-        # (and not a vLLM record's own level: "ERROR 07-11 15:21:48 [x.py:1] ")
-        r"(?:\s+(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\s+(?!\d\d-\d\d \d\d:)| |\t)"
+        # (and not a vLLM record's own level: "ERROR 07-11 15:21:48 [x.py:1] ", NIM's with the year)
+        r"(?:\s+(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\s+(?!(?:\d{4}-)?\d\d-\d\d \d\d:)| |\t)"
     ),
     # the border Python 3.11+ draws around an exception group and each exception in it
     # ("  + Exception Group Traceback ...", "  |   File ...", "    | ValueError: x"); the
