@@ -1543,6 +1543,31 @@ def test_a_restart_stopped_before_it_got_anywhere_leaves_the_earlier_runs_failur
                       + "INFO:     Application startup complete.\n").outcome == "ready"
 
 
+TF_RUN = ("[transformers] Loading /m/tiny-llama\n[transformers] loading weights file /m/tiny-llama/model.safetensors\n"
+          "INFO:     Started server process [5273]\nINFO:     Application startup complete.\n"
+          "INFO:     Uvicorn running on http://127.0.0.1:18409 (Press CTRL+C to quit)\n")
+TF_DOWN = ("INFO:     Shutting down\nINFO:     Waiting for application shutdown.\n"
+           "INFO:     Application shutdown complete.\nINFO:     Finished server process [5273]\n")
+TF_TRUNCATED = ("[transformers] Loading /m/model-trunc\nTraceback (most recent call last):\n"
+                "  File \"safetensors/torch.py\", line 1, in load_file\n"
+                "safetensors._safetensors_rust.SafetensorError: Error while deserializing header: invalid header length\n")
+
+
+def test_a_restart_appended_after_a_ready_run_ended_is_judged_on_its_own():
+    # transformers serve started again with ">> log" after a run that came up and was stopped
+    v = _diagnosed(TF_RUN + TF_DOWN + TF_TRUNCATED)
+    assert (v.outcome, v.cause) == ("failed", "corrupt_checkpoint") and v.evidence["lineno"] == 13
+    # watched live with the new process known: the old run's ready is not this one's
+    run = Run(stall=300)
+    assert run.log(TF_RUN + TF_DOWN, at=0.1) is None
+    v = run.log(TF_TRUNCATED, at=2) or run.exit(1, at=3)
+    assert (v.outcome, v.cause) == ("failed", "corrupt_checkpoint")
+    # the same log with no process known (a finished log) still reads as the run that came up
+    assert Run(quiet=2.0).log(TF_RUN + TF_DOWN, at=0.1).outcome == "ready"
+    # a model loaded at the first request for it, while serving, is no restart
+    assert _diagnosed(TF_RUN + "[transformers] Loading /m/other\n").outcome == "ready"
+
+
 def test_a_child_ended_by_a_signal_before_ready_is_the_parent_failing_not_a_stop():
     log = (VLLM_START + "ERROR 11-20 08:34:06 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 118 died, exit code: -15\n"
            "Traceback (most recent call last):\n  File \"worker.py\", line 445, in raise_if_cache_size_invalid\n"

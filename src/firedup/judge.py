@@ -416,6 +416,7 @@ class Judge:
         self._calm_lineno = 0  # the last line that showed the server going on
         self._stopping = False  # a shutdown line came after an exception
         self.went_down = False  # after ready, it shut itself down after a line naming a root cause
+        self.ended: Signal | None = None  # after ready, the line saying its process finished or was stopped
         self._requests: list[int] = []  # the last lines that began a request's error
         self.first_request: Signal | None = None  # a request's error: the first line that shows it answered
         self._request_span = (0, 0)  # the last request's error: the line that began it, its exception line
@@ -438,7 +439,8 @@ class Judge:
 
     def feed(self, s: Signal, now: float = 0.0) -> None:
         kind = s.kind
-        if s.rule is not None and s.rule.start and (self.ready or self.candidates or self.fatal or self.stopped):
+        if s.rule is not None and s.rule.start and (self.candidates or self.fatal or self.stopped or self.ended
+                                                    or (self.ready and not s.rule.start_after_end)):
             # a new run appended to the same log: the earlier run's errors are listed as ignored
             failed = self._failed(now) if self.ready is None and (self.candidates or self.fatal) else None
             earlier = (self.benign, self._benign_seen, self.unused + [(c, "handled") for c in self.candidates])
@@ -457,6 +459,8 @@ class Judge:
             return
         if kind == "stopping":
             self._stopping = self._stopping or bool(self.candidates)
+            if self.ready is not None and s.rule is not None and s.rule.ends:
+                self.ended = self.ended or s
             if self.ready is not None and self.stopped is None and not self.fatal and not self._request_since_ready() \
                     and any(_score(c) == 4 for c in self.after_ready + self._went_down_on()):
                 self.went_down = True
@@ -472,6 +476,8 @@ class Judge:
             self._benign(s)  # scary, and no failure
         if kind == "stopped":
             self.went_down = False  # the shutdown was the stop's
+            if self.ready is not None:
+                self.ended = self.ended or s
             if self.stopped is None and not self.fatal and not (self.ready is None and self.candidates):
                 self.stopped = s
             self._unused(s, "stopped")
@@ -744,7 +750,9 @@ class Judge:
         if self.ready is not None:
             if self.went_down:
                 return self._failed(now)  # it shut itself down after a root cause, before its ready was answered
-            if self._ready_confirmed(now):
+            # that run is over, and a process still writes the log (a restart appending to it): the next run decides
+            over = self.ended is not None and self.quiet is None
+            if not over and self._ready_confirmed(now):
                 return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         elif self.candidates and (now - self.pending_since >= self.grace or self._quiet_after_exception(now)):
             return self._failed(now)

@@ -69,6 +69,11 @@ class Rule:
     phase: str | None = None
     format: str | None = None  # how a config rule's "body" group is written
     start: bool = False  # the line a server prints once when it starts
+    # A start line that begins a new run only after the last one ended (stopped,
+    # went down, failed): the same line also comes while serving (transformers
+    # serve loads a model not named at start at the first request for it).
+    start_after_end: bool = False
+    ends: bool = False  # a stopping line saying the server's process has finished: its run is over
     before_bind: bool = False  # a ready line printed before the port is bound
     # The cause says how a process died, not why (an abort, a SIGKILL, a dead
     # worker): an earlier error, or a cause line nearby, is the root.
@@ -151,9 +156,9 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         rid = raw.get("id") or f"{name}#{i}"
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
-                              "phase", "format", "start", "before_bind", "consequence", "arose", "stack",
-                              "stop_when_ready", "gated", "frame", "examples", "served", "up", "after",
-                              "request", "offline", "until_ready", "warmup_follows"}
+                              "phase", "format", "start", "start_after_end", "ends", "before_bind", "consequence",
+                              "arose", "stack", "stop_when_ready", "gated", "frame", "examples", "served", "up",
+                              "after", "request", "offline", "until_ready", "warmup_follows"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -188,7 +193,9 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             id=rid, family=name, kind=kind, pattern=_compile(raw["pattern"], where),
             index=start_index + i, cause=cause, explanation=raw.get("explanation", "").strip(),
             remedy=raw.get("remedy", "").strip(), phase=phase, format=fmt,
-            start=bool(raw.get("start", False)), before_bind=bool(raw.get("before_bind", False)),
+            start=bool(raw.get("start", False)) or bool(raw.get("start_after_end", False)),
+            start_after_end=bool(raw.get("start_after_end", False)), ends=bool(raw.get("ends", False)),
+            before_bind=bool(raw.get("before_bind", False)),
             consequence=bool(raw.get("consequence", False)), arose=bool(raw.get("arose", False)),
             stack=bool(raw.get("stack", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
