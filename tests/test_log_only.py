@@ -5,6 +5,8 @@ comes from the log alone, and a fatal exception followed by silence is failed.
 A handled exception that the server survives must not fail it."""
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -213,3 +215,45 @@ def test_a_port_held_on_another_address_does_not_block_the_launch(tmp_path):
     assert verdict["outcome"] == "ready", verdict
     taken = json.loads(held.stdout.splitlines()[-1])
     assert taken["cause"] == "port_in_use" and "beside" in taken["evidence"]["line"]
+
+
+HEALTHY = textwrap.dedent("""
+    import http.server, sys
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+        def log_message(self, *args):
+            print('INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK', flush=True)
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    print(f"INFO:     Uvicorn running on http://127.0.0.1:{httpd.server_port} (Press CTRL+C to quit)", flush=True)
+    httpd.serve_forever()
+""")
+
+
+def test_a_server_piped_into_tee_is_the_writers_own_and_its_health_answer_counts(tmp_path):
+    # "server | tee log": tee writes the log, the server (its sibling in the pipeline's
+    # process group, outside tee's tree) holds the port; before, the answer was another's
+    # and the watch never ended (its own probe lines in the log counted as progress)
+    script, log = tmp_path / "healthy.py", tmp_path / "server.log"
+    script.write_text(HEALTHY)
+    pipeline = subprocess.Popen(["sh", "-c", f'"{sys.executable}" "{script}" | tee "{log}" > /dev/null'],
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while "running on" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        port = log.read_text().split("127.0.0.1:")[1].split(" ")[0]
+        verdict, _ = verdict_of(watch(str(log), "--url", f"http://127.0.0.1:{port}", "--stall", "15", "--timeout", "20"))
+    finally:
+        os.killpg(pipeline.pid, signal.SIGKILL)
+        pipeline.wait()
+    assert verdict["outcome"] == "ready", verdict
+
+
+def test_a_deadline_that_passed_without_a_verdict_does_not_make_the_watch_spin(tmp_path, monkeypatch):
+    from firedup.watch import POLL, Watch
+
+    w = Watch(log=str(tmp_path / "server.log"))
+    monkeypatch.setattr(w.judge, "next_deadline", lambda: 5.0)  # a ready not yet confirmed, long past
+    assert w._sleep(100.0) == POLL

@@ -192,11 +192,19 @@ def lineage(pid: int) -> set[int]:
     return out
 
 
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def ownership(port: int, pid: int | None, before: set[str] | None = None,
-              address: str | None = None) -> tuple[str, list[Holder]]:
+              address: str | None = None, group: int | None = None) -> tuple[str, list[Holder]]:
     """Whose is the server answering on ``port``, for the process tree of ``pid``:
 
-    - ``tree``: a listening socket belongs to the tree;
+    - ``tree``: a listening socket belongs to the tree, or to the process group
+      ``group`` (the log's writer's: ``server | tee log`` runs both in one);
     - ``foreign``: the sockets belong to processes outside it, and were there
       before it started (``before``: their inodes; None when the start is not
       known, as for ``watch --pid``: then any socket outside the tree);
@@ -208,7 +216,8 @@ def ownership(port: int, pid: int | None, before: set[str] | None = None,
     if pid is None or not holders:
         return "unknown", holders
     ours = tree(pid)
-    if any(h.pid in ours for h in holders):
+    if any(h.pid in ours or (group is not None and h.pid is not None and _group_of(h.pid) == group)
+           for h in holders):
         return "tree", holders
     if before is None or any(h.inode in before for h in holders):
         return "foreign", holders
