@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import socket
 import statistics
 import sys
 
@@ -252,6 +253,28 @@ def test_bench_usage_errors(tmp_path):
                 ("--repeat", "2", "--", "a", "--vs", "b", "--vs", "c")):
         proc = run_cli("run", *bad)
         assert proc.returncode == 2 and len(proc.stderr.decode().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--percentiles", "abc", "not a number: 'abc'"),
+    ("--percentiles", "50,150", "a percentile is between 0 and 100, not 150"),
+    ("--percentiles", "-1", "a percentile is between 0 and 100, not -1"),
+    ("--percentiles", "nan", "a percentile is between 0 and 100, not nan"),
+])
+@pytest.mark.parametrize("command", ["bench", "run"])
+def test_bad_bench_numbers_are_refused_before_anything_is_sent_or_started(tmp_path, command, option, value, message):
+    listener = socket.create_server(("127.0.0.1", 0))
+    started = tmp_path / "started"
+    target = (["--", sys.executable, "-c", f"open({str(started)!r}, 'w')"] if command == "run"
+              else [f"http://127.0.0.1:{listener.getsockname()[1]}"])
+    proc = run_cli(command, "--num-prompts", "2", option, value, *target)
+    assert proc.returncode == 2 and b"Traceback" not in proc.stderr
+    assert proc.stderr.decode().splitlines()[-1].endswith(f"error: argument {option}: {message}")
+    listener.setblocking(False)
+    with pytest.raises(BlockingIOError):  # no request was sent
+        listener.accept()
+    listener.close()
+    assert not started.exists()  # no server was started
 
 
 def test_run_of_a_server_that_fails_says_why_and_benches_nothing(tmp_path):

@@ -62,6 +62,21 @@ def _rate(text: str) -> float:
     return value
 
 
+def _percentiles(text: str) -> list[float]:
+    """Comma-separated percentiles, each in [0, 100] (numpy.percentile's range,
+    which vllm bench serve uses): a bad one is refused before the run, not after it."""
+    values = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        try:
+            value = float(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {item!r}") from None
+        if not 0 <= value <= 100:  # NaN too
+            raise argparse.ArgumentTypeError(f"a percentile is between 0 and 100, not {item}")
+        values.append(value)
+    return values
+
+
 def _live_options(p: argparse.ArgumentParser, url_default: str) -> None:
     p.add_argument("--server", choices=SERVERS, help="server family (default: detect)")
     p.add_argument("--url", help=f"the server's base URL for health probes (default: {url_default})")
@@ -107,7 +122,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--ignore-eos", action="store_true", help="ask the server to generate all --output-len tokens")
     p.add_argument("--goodput", nargs="+", metavar="SLO:MS", help="e.g. ttft:500 tpot:50 (e2el too)")
-    p.add_argument("--percentiles", default="99", help="comma-separated, e.g. 50,90,99")
+    p.add_argument("--percentiles", type=_percentiles, default="99", help="comma-separated, e.g. 50,90,99 (0 to 100)")
     p.add_argument("--repeat", type=_count, default=1, help="run K times to tell a change from noise")
     p.add_argument("--calibrate", action="store_true", help="measure the client's own ceiling on a zero-work server")
     p.add_argument("--plot", metavar="FILE.png", help="throughput and latency over time (needs matplotlib)")
@@ -308,7 +323,7 @@ def workload(args: argparse.Namespace) -> Workload:
 
 def measure(args: argparse.Namespace) -> Measure:
     return Measure(repeat=args.repeat, model=args.model, api_key=args.api_key, calibrate=args.calibrate,
-                   percentiles=[float(p) for p in args.percentiles.split(",") if p.strip()],
+                   percentiles=args.percentiles,
                    goodput=goodput(args.goodput))
 
 

@@ -198,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with _progress(console, console.is_terminal and not args.json, total) as tick:
             ran = run_loop(cmd, vs=vs, workload=workload, repeat=args.repeat, relaunch=args.relaunch,
-                           model=args.model, api_key=args.api_key, percentiles=options.measure(args).percentiles,
+                           model=args.model, api_key=args.api_key, percentiles=args.percentiles,
                            goodput=options.goodput(args.goodput), name=args.name, server=args.server, url=args.url,
                            stall=args.stall, timeout=args.timeout, port_check=args.port_check == "on",
                            slurm=options.slurm_job(args), min_effect=args.min_effect, ledger=Ledger(args.ledger),
