@@ -255,21 +255,26 @@ def test_bench_usage_errors(tmp_path):
         assert proc.returncode == 2 and len(proc.stderr.decode().splitlines()) == 1, proc.stderr
 
 
-@pytest.mark.parametrize("option, value, message", [
-    ("--percentiles", "abc", "not a number: 'abc'"),
-    ("--percentiles", "50,150", "a percentile is between 0 and 100, not 150"),
-    ("--percentiles", "-1", "a percentile is between 0 and 100, not -1"),
-    ("--percentiles", "nan", "a percentile is between 0 and 100, not nan"),
+@pytest.mark.parametrize("args, message", [
+    (["--percentiles", "abc"], "error: argument --percentiles: not a number: 'abc'"),
+    (["--percentiles", "50,150"], "error: argument --percentiles: a percentile is between 0 and 100, not 150"),
+    (["--percentiles", "-1"], "error: argument --percentiles: a percentile is between 0 and 100, not -1"),
+    (["--percentiles", "nan"], "error: argument --percentiles: a percentile is between 0 and 100, not nan"),
+    (["--request-rate", "1", "--burstiness", "inf"],
+     "error: argument --burstiness: must be a finite number more than 0, not inf"),
+    (["--request-rate", "inf", "--duration", "5"],
+     "firedup: --request-rate inf sends every request at once: give --num-prompts, not --duration "
+     "(or --concurrency N --duration S)"),
 ])
 @pytest.mark.parametrize("command", ["bench", "run"])
-def test_bad_bench_numbers_are_refused_before_anything_is_sent_or_started(tmp_path, command, option, value, message):
+def test_bad_bench_numbers_are_refused_before_anything_is_sent_or_started(tmp_path, command, args, message):
     listener = socket.create_server(("127.0.0.1", 0))
     started = tmp_path / "started"
     target = (["--", sys.executable, "-c", f"open({str(started)!r}, 'w')"] if command == "run"
               else [f"http://127.0.0.1:{listener.getsockname()[1]}"])
-    proc = run_cli(command, "--num-prompts", "2", option, value, *target)
+    proc = run_cli(command, *args, *target, timeout=20)
     assert proc.returncode == 2 and b"Traceback" not in proc.stderr
-    assert proc.stderr.decode().splitlines()[-1].endswith(f"error: argument {option}: {message}")
+    assert proc.stderr.decode().splitlines()[-1].endswith(message)
     listener.setblocking(False)
     with pytest.raises(BlockingIOError):  # no request was sent
         listener.accept()

@@ -3,11 +3,14 @@ matched to the server's own record of it, bad responses ending as errors."""
 
 import asyncio
 import json
+import math
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -78,16 +81,21 @@ def test_a_token_is_timed_when_it_reached_the_socket_not_when_the_busy_client_re
     assert max(endpoint.read_lag) > 0.2  # and how late it was read is kept
 
 
-def test_each_request_is_matched_to_the_servers_record_and_contains_it(tmp_path):
-    log = tmp_path / "server.jsonl"
-    server = subprocess.Popen([sys.executable, "-m", "firedup.bench.zero", "5", "--log", str(log)],
-                              stdout=subprocess.PIPE, text=True)
+@contextmanager
+def _zero_server(*args: str) -> Iterator[str]:
+    """firedup's zero-work server (``python -m firedup.bench.zero ARGS``): its URL."""
+    server = subprocess.Popen([sys.executable, "-m", "firedup.bench.zero", *args], stdout=subprocess.PIPE, text=True)
     try:
-        url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
-        result = run(url, Workload(concurrency=32, num_prompts=128, input_len=8, output_len=8, warmup=0))
+        yield f"http://127.0.0.1:{server.stdout.readline().strip()}"
     finally:
         server.kill()
         server.wait()
+
+
+def test_each_request_is_matched_to_the_servers_record_and_contains_it(tmp_path):
+    log = tmp_path / "server.jsonl"
+    with _zero_server("5", "--log", str(log)) as url:
+        result = run(url, Workload(concurrency=32, num_prompts=128, input_len=8, output_len=8, warmup=0))
     record = {}
     for line in log.read_text().splitlines():
         entry = json.loads(line)
@@ -103,6 +111,17 @@ def test_each_request_is_matched_to_the_servers_record_and_contains_it(tmp_path)
         assert r["ok"] and r["output_tokens"] == r["chunks"] == 8
         assert r["ttft"] + slack >= server_side["first_sent"] - server_side["received"]
         assert r["latency"] + slack >= server_side["last_sent"] - server_side["received"]
+
+
+def test_an_infinite_request_rate_sends_every_request_at_once_as_vllm_bench_serve_does():
+    with _zero_server("5") as url:  # 5 ms a token: a request takes 40 ms
+        result = run(url, Workload(request_rate=math.inf, num_prompts=16, input_len=8, output_len=8, warmup=0))
+    assert result.metrics["completed"] == 16
+    assert max(r["start"] for r in result.requests) < min(r["start"] + r["latency"] for r in result.requests)
+    assert "target_rate" not in result.health  # no arrivals drawn, so no rate to fall short of
+    # as vllm bench serve writes it, and the JSON printed and recorded stays JSON
+    assert result.workload["request_rate"] == result.metrics["request_rate"] == "inf"
+    json.dumps(result.to_dict(), allow_nan=False)
 
 
 @pytest.mark.parametrize("response, error", [

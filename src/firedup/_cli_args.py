@@ -4,6 +4,7 @@ as the library takes them."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import time
@@ -52,13 +53,26 @@ def _at_least(least: int) -> Callable[[str], int]:
 _count = _at_least(1)
 
 
-def _rate(text: str) -> float:
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
+
+
+def _rate(text: str) -> float:
+    """Requests a second; inf, as vllm bench serve takes it: every request at once."""
+    value = _number(text)
+    if not value > 0:  # NaN too
         raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
+
+
+def _shape(text: str) -> float:
+    """A gamma distribution's shape (--burstiness): its scale is 1 / (rate · shape), which inf makes 0."""
+    value = _number(text)
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number more than 0, not {text}")
     return value
 
 
@@ -98,8 +112,9 @@ def _port_check_option(p: argparse.ArgumentParser) -> None:
 def _bench_options(p: argparse.ArgumentParser) -> None:
     load = p.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=_count, help="requests in flight at once (default 1)")
-    load.add_argument("--request-rate", type=_rate, help="requests per second (Poisson arrivals)")
-    p.add_argument("--burstiness", type=_rate, default=1.0, help="gamma shape of arrivals (1: Poisson)")
+    load.add_argument("--request-rate", type=_rate,
+                      help="requests per second (Poisson arrivals); inf: all at once, as vllm bench serve's default")
+    p.add_argument("--burstiness", type=_shape, default=1.0, help="gamma shape of arrivals (1: Poisson)")
     p.add_argument("--max-concurrency", type=_count, help="with --request-rate: a cap on requests in flight")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--num-prompts", type=_count, help="how many requests (default 100)")

@@ -5,6 +5,7 @@ Prometheus counters (speculative decoding), and compute the metrics."""
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import re
 import resource
@@ -267,6 +268,8 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
         return ((workload.num_prompts is None or sent < len(items))
                 and (deadline is None or time.perf_counter() < deadline))
 
+    # an infinite rate (vllm bench serve's default) sends every request at once: no arrivals to draw
+    paced = workload.request_rate is not None and math.isfinite(workload.request_rate)
     if workload.request_rate:
         rng = random.Random(workload.seed)
         gate = asyncio.Semaphore(workload.concurrency) if workload.concurrency else None
@@ -283,7 +286,8 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
         while more():
             tasks.append(asyncio.create_task(limited(items[sent % len(items)])))
             sent += 1
-            next_at += rng.gammavariate(workload.burstiness, 1.0 / (workload.request_rate * workload.burstiness))
+            if paced:
+                next_at += rng.gammavariate(workload.burstiness, 1.0 / (workload.request_rate * workload.burstiness))
             await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
         send_span = time.perf_counter() - t0
         scheduled_span = next_at - t0
@@ -311,10 +315,11 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
     health: dict[str, Any] = {"client_cpu": cpu, "loop_lag_p99_ms": lag_p99, "read_lag_p99_ms": read_lag_p99,
                               "sent": sent}
     computed = metrics.compute(results, duration, percentiles=list(percentiles), goodput=goodput)
-    computed.update(max_concurrency=workload.concurrency, request_rate=workload.request_rate,
+    described = {**workload.describe(), "prompts": prompt_kind}
+    computed.update(max_concurrency=workload.concurrency, request_rate=described["request_rate"],
                     burstiness=workload.burstiness, input_tokens_by=prompt_source)
     problems = []
-    if workload.request_rate:
+    if paced:
         achieved = sent / send_span if send_span else 0.0
         # Against the arrivals drawn, not the mean rate: a short run's draw is itself off by several %.
         drawn = sent / scheduled_span if scheduled_span else 0.0
@@ -352,7 +357,7 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
     if spec:  # flat too, under vllm bench serve's keys, so that compare shows acceptance beside throughput
         computed.update({f"spec_decode_{k}": v for k, v in spec.items() if k != "source"})
     return BenchResult(url=endpoint.base, model=model, model_source=model_source,
-                       workload={**workload.describe(), "prompts": prompt_kind}, metrics=computed,
+                       workload=described, metrics=computed,
                        health=health, requests=[r.to_dict() for r in results], speculative=spec, warnings=warnings)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -32,6 +33,12 @@ class Workload:
     random_range_ratio: float = 0.0
     tokenizer: str | None = None  # a tokenizer.json or a model folder holding one
 
+    def __post_init__(self) -> None:
+        if self.request_rate == math.inf and self.duration:
+            # every request at once, for as long as the duration lasts, is requests without end
+            raise WorkloadError("--request-rate inf sends every request at once: give --num-prompts, not --duration "
+                                "(or --concurrency N --duration S)")
+
     @cached_property
     def local_tokenizer(self) -> Tokenizer | None:
         """The --tokenizer, loaded once for every repeat (None without one)."""
@@ -45,6 +52,8 @@ class Workload:
         """What must match for two runs to be comparable: a dataset by its
         content as well as its path."""
         out = asdict(self)
+        if self.request_rate == math.inf:  # as vllm bench serve writes it: JSON has no infinity
+            out["request_rate"] = "inf"
         if self.dataset:
             out["dataset_sha256"] = self._dataset[1]
         return out
