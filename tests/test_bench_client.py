@@ -2,6 +2,7 @@
 matched to the server's own record of it, bad responses ending as errors."""
 
 import asyncio
+import http.server
 import json
 import math
 import socket
@@ -19,7 +20,7 @@ from firedup.bench.prompts import CALIBRATION_REQUESTS
 from firedup.bench.run import calibrate, run
 from firedup.bench.workload import Workload
 
-from .conftest import run_cli
+from .conftest import assert_measured, run_cli
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 END = b"0\r\n\r\n"
@@ -152,6 +153,63 @@ def test_without_usage_the_chunks_are_counted_and_said_to_be():
     with_usage = _stream_from(_serve_once(lambda sock: sock.sendall(
         HEAD + _token() + _chunk(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\n') + END)))
     assert with_usage.usage and (with_usage.prompt_tokens, with_usage.output_tokens, with_usage.chunks) == (3, 5, 1)
+
+
+class _ServesModelM(http.server.BaseHTTPRequestHandler):
+    """Streamed completions of model "m", refused as vLLM refuses a model it does not serve, or a prompt
+    saying "refuse": HTTP 400 with an indented JSON error; no other endpoint."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path != "/v1/completions":
+            self.do_GET()
+        elif body["model"] != "m" or "refuse" in body["prompt"]:
+            error = json.dumps({"object": "error", "message": f"The model `{body['model']}` does not exist."},
+                               indent=1).encode()
+            self.wfile.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n%s" % (len(error), error))
+        else:
+            usage = b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}\n\n'
+            self.wfile.write(HEAD + _token() + _token() + _chunk(usage) + _chunk(b"data: [DONE]\n\n") + END)
+
+    def do_GET(self):
+        self.wfile.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+    def log_message(self, *args):
+        pass
+
+
+@contextmanager
+def _serving_model_m() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ServesModelM)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_bench_whose_every_request_failed_says_why_in_one_line_and_records_nothing():
+    with _serving_model_m() as url:
+        proc = run_cli("bench", url, "--model", "no-such-model", "--num-prompts", "3", "--input-len", "4")
+    assert proc.returncode == 1 and not proc.stdout
+    assert proc.stderr.decode() == ("firedup: all 3 requests failed, so nothing was measured; the first: HTTP 400: "
+                                    '{ "object": "error", "message": "The model `no-such-model` does not exist." }\n')
+    assert json.loads(run_cli("runs", "--json").stdout) == []
+
+
+def test_a_bench_where_some_requests_failed_counts_them_and_gives_the_first_error(tmp_path):
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text('{"prompt": "say hi", "output_len": 2}\n{"prompt": "refuse this", "output_len": 2}\n')
+    with _serving_model_m() as url:
+        proc = run_cli("bench", url, "--model", "m", "--dataset", str(dataset), "--num-prompts", "2", "--warmup", "0",
+                       "--json")
+    assert_measured(proc)
+    out = json.loads(proc.stdout)
+    assert (out["completed"], out["failed"]) == (1, 1)
+    assert "1 of 2 requests failed; the first: HTTP 400: { \"object\": \"error\"" in " ".join(out["warnings"])
 
 
 def test_a_server_that_never_accepts_is_not_waited_on_for_minutes(monkeypatch):

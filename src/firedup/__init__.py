@@ -9,6 +9,7 @@ __version__ = "0.1.0"  # the one place the version is written (pyproject.toml re
 from ._api import Server, launch
 from ._diagnose import diagnose
 from ._exceptions import (
+    BenchFailed,
     FiredupError,
     HttpError,
     InputError,
@@ -33,6 +34,7 @@ from .sinks import Sink
 from .watch import Watch
 
 __all__ = [
+    "BenchFailed",
     "diagnose",
     "FiredupError",
     "HttpError",

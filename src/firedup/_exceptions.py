@@ -9,6 +9,7 @@
     ├── SlurmError     a Slurm command failed (the message is its own)
     ├── HttpError      a benchmarked server's answer is not the HTTP or the API expected
     ├── WorkloadError  a benchmark's workload cannot be made (dataset, tokenizer, lengths)
+    ├── BenchFailed    every request of a benchmark failed: nothing was measured
     ├── PlotError      --plot cannot draw (no matplotlib, nothing to plot)
     └── ServerError    a server started with firedup.launch or firedup.run did not
         │              become ready; .verdict says why
@@ -17,8 +18,9 @@
         └── ServerTimeout
 
 The command line prints a FiredupError as one line and exits 2 (a server
-that did not become ready exits with its outcome's code instead). Any other
-exception is a bug in firedup, and shows its traceback.
+that did not become ready exits with its outcome's code instead, a benchmark
+whose every request failed with 1). Any other exception is a bug in firedup,
+and shows its traceback.
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ class HttpError(FiredupError):
 
 class WorkloadError(FiredupError):
     """A benchmark's workload cannot be made: its dataset, tokenizer or lengths."""
+
+
+class BenchFailed(FiredupError):
+    """Every request of a benchmark failed (a wrong model name, a server that
+    answers only errors): nothing was measured; the message holds the first error."""
 
 
 class PlotError(FiredupError):

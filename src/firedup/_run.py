@@ -57,7 +57,8 @@ def run(argv: Sequence[str], *, vs: Sequence[str] | None = None, workload: Workl
     recorded as two runs whose repeats compare pair by pair.
 
     A server that does not become ready raises a ``ServerError`` carrying its
-    verdict; what was measured before it is not recorded."""
+    verdict, a benchmark whose every request failed a ``BenchFailed`` (its
+    server stopped); what was measured before either is not recorded."""
     ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
     workload = workload or Workload()
     how = session.Measure(repeat=repeat, model=model, percentiles=percentiles, goodput=goodput, api_key=api_key)

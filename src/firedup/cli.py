@@ -18,7 +18,7 @@ from rich.text import Text
 from . import _cli_args as options
 from . import _servers, _targets
 from ._diagnose import diagnose
-from ._exceptions import FiredupError, ServerError
+from ._exceptions import BenchFailed, FiredupError, ServerError
 from ._launch import Launched, attach
 from ._run import run as run_loop
 from .bench import plot, session
@@ -30,6 +30,7 @@ from .sinks import Sink, summary, view
 from .sinks.events import JsonEvents
 from .sinks.live import LiveView, PlainView
 
+BENCH_FAILED = 1  # a benchmark with no measurement to trust, as one whose client was the bottleneck
 USAGE_ERROR = 2  # a FiredupError: bad arguments, an unreadable log, an unreachable host
 PIPE_CLOSED = 141  # the reader of the output went away, as the shell reports a process SIGPIPE ended
 
@@ -246,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except BrokenPipeError:
         raise  # not the user's input: the reader of our output went away
+    except BenchFailed as e:  # requests sent and none answered: a failed benchmark, not bad usage
+        print(f"firedup: {e}", file=sys.stderr)
+        return BENCH_FAILED
     except (FiredupError, OSError) as e:  # OSError: the system's answer (a file, a socket, a permission)
         print(f"firedup: {e}", file=sys.stderr)
         return USAGE_ERROR

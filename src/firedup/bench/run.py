@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._exceptions import BenchFailed
 from . import client, metrics, prompts
 from .prompts import Prompt
 from .workload import Workload
@@ -307,6 +308,10 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
     await probe
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     pool.close()
+    failed = [r.error for r in results if not r.ok]
+    first_error = " ".join(failed[0].split()) if failed else ""  # one line: an error body can be indented JSON
+    if failed and len(failed) == len(results):  # latencies of 0 are no measurement
+        raise BenchFailed(f"all {len(failed)} requests failed, so nothing was measured; the first: {first_error}")
     after = await _prometheus(endpoint)
 
     cpu = (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) / duration if duration else 0.0
@@ -339,6 +344,8 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
     health["problems"] = problems
 
     warnings = []
+    if failed:
+        warnings.append(f"{len(failed)} of {len(results)} requests failed; the first: {first_error}")
     no_usage = sum(1 for r in results if r.ok and not r.usage)
     if no_usage:
         warnings.append(f"{no_usage} response(s) came without the server's usage: their output tokens are the "
