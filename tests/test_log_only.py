@@ -244,7 +244,8 @@ def test_a_server_piped_into_tee_is_the_writers_own_and_its_health_answer_counts
         while "running on" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
             time.sleep(0.05)
         port = log.read_text().split("127.0.0.1:")[1].split(" ")[0]
-        verdict, _ = verdict_of(watch(str(log), "--url", f"http://127.0.0.1:{port}", "--stall", "15", "--timeout", "20"))
+        url = f"http://127.0.0.1:{port}"
+        verdict, _ = verdict_of(watch(str(log), "--url", url, "--stall", "15", "--timeout", "20"))
     finally:
         os.killpg(pipeline.pid, signal.SIGKILL)
         pipeline.wait()
