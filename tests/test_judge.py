@@ -760,6 +760,27 @@ def test_probe_generate_holds_ready_until_a_token_comes_back():
     assert run.judge.decide(31).outcome == "ready"
 
 
+def test_a_port_answering_while_the_unheld_log_still_starts_is_another_servers():
+    # no process known for the log (none holds it open), the port held by a visible process:
+    # the answer stands only once the log stays quiet; a line after it proves it another server's
+    start = "[transformers] Loading /m/tiny-llama\n"
+    run = Run(server="transformers", confirm=2.0, stall=15, quiet=2.0)
+    run.log(start, at=0.0)
+    run.judge.feed(probe(200, ready=True, owner="unchecked"), 0.1)
+    assert run.judge.decide(0.1) is None
+    assert run.log('[transformers] loading configuration file /m/tiny-llama/config.json\n', at=0.2) is None
+    run.judge.feed(probe(200, ready=True, owner="unchecked"), 3.0)
+    assert run.judge.decide(5.0) is None  # disproved: only the log decides now
+    assert run.judge.decide(20.0).outcome == "stalled"
+    # a server already up whose log stays quiet: its answer stands after the window
+    quiet = Run(server="transformers", confirm=2.0, stall=15, quiet=2.0)
+    quiet.log(start, at=0.0)
+    quiet.judge.feed(probe(200, ready=True, owner="unchecked"), 0.1)
+    assert quiet.judge.decide(1.0) is None
+    v = quiet.judge.decide(2.2)
+    assert v.outcome == "ready" and any("no process is known for this log" in n for n in v.notes)
+
+
 def test_health_200_is_ready_where_the_family_says_so():
     run = Run(server="llamacpp")
     run.judge.feed(probe(503), 1)

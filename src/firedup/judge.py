@@ -145,7 +145,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._outcome import Outcome
-from .defaults import GRACE
+from .defaults import CONFIRM, GRACE
 from .lines import parse
 from .rules import PHASES, Rule
 from .signals import Signal
@@ -428,7 +428,13 @@ class Judge:
         self.last_phase: Signal | None = None  # the last line that moved the phase
         self.last_setup: Signal | None = None  # the last phase or config line (no progress bar)
         self.up: Signal | None = None  # the first line saying the HTTP server is up, before ready
-        self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown
+        self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown, unchecked
+        self.holder: str | None = None  # the process holding it, as the probe described it
+        # A health answer with no process to tie the port to, and when: it stands once the log
+        # has been quiet for the confirm window (heartbeats aside); a line after it proves it
+        # another server's (this log's start was still under way), and then only the log decides.
+        self._unchecked_answer: tuple[Signal, float] | None = None
+        self._answers_disproved = False
         self.warming_up = False  # the server's own warm-up request runs, its HTTP server up
         self.last_words: Signal | None = None  # the error lines the log ends on, so far (Engine._last_words)
         # the failures of the runs just before this one in the same log (a restart loop), oldest first
@@ -456,6 +462,8 @@ class Judge:
                 self._calm_lineno = s.lineno
             if s.data["n"] > s.data["heartbeats"]:
                 self._evidence(now)
+                if self._unchecked_answer is not None and self._unchecked_answer[1] < now:
+                    self._unchecked_answer, self._answers_disproved = None, True
             return
         if kind == "stopping":
             self._stopping = self._stopping or bool(self.candidates)
@@ -497,12 +505,16 @@ class Judge:
             return
         if kind == "probe":
             self.owner = s.data.get("owner", self.owner)
+            self.holder = s.data.get("holder", self.holder)
             if self.owner == "foreign":
                 return  # someone else's server answered
             self.answered = self.answered or s.data["status"] is not None
             self.generated = self.generated or s.data.get("generate") == 200
             if s.data.get("ready") and self.ready is None and not self.fatal:
-                self._set_ready(s, now)
+                if self.owner != "unchecked":
+                    self._set_ready(s, now)
+                elif not self._answers_disproved and self._unchecked_answer is None:
+                    self._unchecked_answer = (s, now)
             return
         if kind == "exit":
             self.exit_code = s.data["code"]
@@ -741,6 +753,9 @@ class Judge:
             if self._cause_named() or now - self.last_line_at >= self.settle:
                 return self._failed(now)
             return None  # the lines that name the cause usually follow within the burst
+        if self._unchecked_answer is not None and now - self._unchecked_answer[1] >= (self.confirm or CONFIRM):
+            self._set_ready(self._unchecked_answer[0], self._unchecked_answer[1])
+            self._unchecked_answer = None
         if self.exit_code is not None:
             if self.ready is not None and (self.exit_code == 0 or self.stopped is not None):
                 return None
@@ -786,6 +801,8 @@ class Judge:
         """The earliest clock reading at which ``decide`` may answer without new
         input, for a caller that sleeps until then (None: no near deadline)."""
         times = []
+        if self._unchecked_answer is not None:
+            times.append(self._unchecked_answer[1] + (self.confirm or CONFIRM))
         if self.fatal and not self._cause_named():
             times.append(self.last_line_at + self.settle)
         if self.ready is not None:
@@ -1215,4 +1232,8 @@ class Judge:
             return ["the health endpoint answered, but whose port it is could not be checked "
                     "(another host, network namespace or container): the listening socket is not in this "
                     "machine's view"]
+        if outcome == "ready" and self.owner == "unchecked" and self.ready is not None and self.ready.kind == "probe":
+            return [f"the health endpoint answered (the port is held by {self.holder}), but no process is known "
+                    "for this log (no --pid, and none has it open for writing): that it is this log's server was "
+                    "not checked (--pid ties them)"]
         return []

@@ -210,11 +210,15 @@ def ownership(port: int, pid: int | None, before: set[str] | None = None,
       known, as for ``watch --pid``: then any socket outside the tree);
     - ``unknown``: no socket is visible here (another host, network namespace or
       container), or one outside the tree appeared after the start (a
-      container runtime's proxy), which cannot be told from the server's own.
+      container runtime's proxy), which cannot be told from the server's own;
+    - ``unchecked``: sockets are visible, but no process is known to check them
+      against (a log watched alone, its writer not found).
     """
     holders = listeners(port, address)
-    if pid is None or not holders:
+    if not holders:
         return "unknown", holders
+    if pid is None:
+        return "unchecked", holders
     ours = tree(pid)
     if any(h.pid in ours or (group is not None and h.pid is not None and _group_of(h.pid) == group)
            for h in holders):
