@@ -365,3 +365,28 @@ def test_benign_rules_still_outrank_others_after_many_benign_lines_while_serving
             signals = Engine(server=server).feed(ready + served + example.encode() + b"\n")
             read.append([s.kind for s in signals if s.line.endswith(example[-40:]) and s.kind != "lines"])
         assert read[0] == read[1] and not {"fatal", "cause"} & set(read[1]), (rule.id, example, read)
+
+
+def test_paths_names_and_values_are_printed_as_they_are_never_as_markup(tmp_path):
+    """Rich markup or emoji codes in what a user named (a path, --name, a configuration value) are text."""
+    from firedup.ledger.store import Ledger
+
+    (tmp_path / "[v1] :bug:").mkdir()
+    a, b = tmp_path / "a.log", tmp_path / "[v1] :bug:" / "b.log"
+    for log in (a, b):
+        log.write_bytes(ARGS + READY)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # piped: long paths not folded
+    proc = subprocess.run([sys.executable, "-m", "firedup", "watch", str(a), str(b), "--stall", "5"],
+                          capture_output=True, env={**env, "NO_COLOR": "1"}, timeout=60)
+    lines = proc.stdout.decode().splitlines()
+    assert proc.returncode == 0, proc.stderr.decode()
+    overall = [line for line in lines if line.startswith("overall: ready  [")]
+    assert overall and f"{a}: ready" in overall[0] and f"{b}: ready" in overall[0], lines
+    assert f"{a}:" in lines and f"{b}:" in lines
+    with Ledger() as ledger:
+        for value in ("[bold]one[/bold]", "[/tmp/x: two] :bug:"):
+            ledger.record(kind="launch", name=value, outcome="ready", config={"attention_backend": value}, phases={})
+    listed = run_cli("runs").stdout.decode()
+    assert "[bold]one[/bold]" in listed and "[/tmp/x: two] :bug:" in listed
+    changed = run_cli("diff", "3", "4")  # runs 1 and 2: the watch above
+    assert changed.returncode == 0 and "[bold]one[/bold]" in changed.stdout.decode()

@@ -66,9 +66,11 @@ class _Console(Console):
 
 
 def _console() -> Console:
+    # Paths, names and log lines are printed as they are, never read as rich
+    # markup ("[/tmp/a.log: ready]" closes no tag) or emoji codes (":bug:").
     if sys.stdout.isatty() or os.environ.get("COLUMNS"):
-        return _Console(highlight=False)
-    return _Console(highlight=False, width=PIPED_WIDTH)
+        return _Console(highlight=False, markup=False, emoji=False)
+    return _Console(highlight=False, markup=False, emoji=False, width=PIPED_WIDTH)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
