@@ -390,3 +390,45 @@ def test_paths_names_and_values_are_printed_as_they_are_never_as_markup(tmp_path
     assert "[bold]one[/bold]" in listed and "[/tmp/x: two] :bug:" in listed
     changed = run_cli("diff", "3", "4")  # runs 1 and 2: the watch above
     assert changed.returncode == 0 and "[bold]one[/bold]" in changed.stdout.decode()
+
+
+def test_a_gzipped_log_reads_as_the_log_it_holds_from_a_file_or_stdin(tmp_path, monkeypatch):
+    """logrotate's server.log.1.gz, also several members (cat a.gz b.gz), NUL padding, small reads."""
+    import gzip
+
+    from firedup import _diagnose
+
+    text = (FIXTURES / "captured" / "vllm-truncated-shard.log").read_bytes()
+    plain = diagnose(FIXTURES / "captured" / "vllm-truncated-shard.log")
+    assert plain.cause == "corrupt_checkpoint"
+    half = len(text) // 2
+    packed = tmp_path / "server.log.1.gz"
+    packed.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]) + b"\x00" * 20)
+    assert diagnose(packed) == plain
+    proc = run_cli("diagnose", "--json", "-", stdin=packed.read_bytes())
+    assert proc.returncode == 1 and json.loads(proc.stdout)["evidence"] == plain.evidence
+    monkeypatch.setattr(_diagnose, "CHUNK", 1000)  # members and their text cut across reads
+    assert diagnose(packed) == plain
+
+
+def test_a_gzipped_file_cut_short_gives_what_it_holds_and_a_damaged_one_one_line(tmp_path):
+    import gzip
+
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(gzip.compress(ARGS * 200 + READY)[:-30])  # the end of the ready line and the trailer lost
+    verdict = diagnose(cut)
+    assert verdict.outcome == "incomplete" and verdict.evidence["lineno"] > 100
+    damaged = tmp_path / "damaged.log.gz"
+    damaged.write_bytes(gzip.compress(ARGS)[:10] + b"\xff" * 50)
+    proc = run_cli("diagnose", str(damaged))
+    assert proc.returncode == 2 and proc.stderr.decode().startswith(f"firedup: {damaged}: damaged gzip data (")
+    assert proc.stderr.decode().count("\n") == 1
+
+
+def test_a_gzipped_binary_file_is_still_refused(tmp_path):
+    import gzip
+
+    packed = tmp_path / "python.gz"
+    packed.write_bytes(gzip.compress(Path(sys.executable).read_bytes()[:100_000]))
+    proc = run_cli("diagnose", str(packed))
+    assert proc.returncode == 2 and "this is a binary file, not a log" in proc.stderr.decode()

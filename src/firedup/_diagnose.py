@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import codecs
+import itertools
 import os
 import re
 import sys
+import zlib
+from collections.abc import Iterator
 from typing import BinaryIO, cast
 
 from ._exceptions import InputError
@@ -23,6 +26,8 @@ _CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\x1b") + b"\x7f"
 # A run of NULs is a hole, not content: a log truncated under a writer that kept
 # its offset (logrotate's copytruncate) starts over after one.
 _HOLE = re.compile(rb"\x00{16,}")
+GZIP_MAGIC = b"\x1f\x8b"
+GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib reads the gzip header and trailer itself
 
 
 def _binary(head: bytes) -> bool:
@@ -30,32 +35,62 @@ def _binary(head: bytes) -> bool:
     return b"\x00" in head and sum(head.count(c) for c in _CONTROL) > BINARY_SHARE * len(head)
 
 
+def _chunks(stream: BinaryIO, limit: int | None) -> Iterator[bytes]:
+    remaining = limit
+    while remaining is None or remaining > 0:
+        chunk = stream.read(CHUNK if remaining is None else min(CHUNK, remaining))
+        if not chunk:
+            return
+        if remaining is not None:
+            remaining -= len(chunk)
+        yield chunk
+
+
+def _gunzipped(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The text of gzip members (logrotate's server.log.1.gz; several, as ``cat a.gz b.gz`` makes), CHUNK bytes
+    at most at a time (a small file may hold gigabytes of one repeated line); a member cut short gives what it
+    holds, as zcat does before it complains."""
+    inflate = zlib.decompressobj(GZIP_WBITS)
+    for data in chunks:
+        while data:
+            try:
+                text = inflate.decompress(data, CHUNK)
+            except zlib.error as e:
+                raise InputError(f"damaged gzip data ({e})") from None
+            yield text
+            if inflate.eof:  # the next member, unless what follows is the NUL padding gzip also ignores
+                data = inflate.unused_data.lstrip(b"\x00")
+                inflate = zlib.decompressobj(GZIP_WBITS)
+            else:
+                data = inflate.unconsumed_tail
+    yield inflate.flush()
+
+
 def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | None = None) -> Verdict:
-    """Run every line of a binary stream through the rules and the judge.
+    """Run every line of a binary stream through the rules and the judge; a
+    gzip-compressed stream (a rotated log) is read as the log it holds.
 
     ``limit`` stops after that many bytes: a file still being written is read
     as far as it went when diagnose started.
     """
     engine = Engine(server=server)
     judge = Judge(server=server)
-    remaining = limit
+    chunks: Iterator[bytes] = _chunks(stream, limit)
+    head = next(chunks, b"")
+    chunks = itertools.chain([head], chunks)
+    if head.startswith(GZIP_MAGIC):
+        chunks = _gunzipped(chunks)
     first = True
     utf16 = None
-    while True:
-        size = CHUNK if remaining is None else min(CHUNK, remaining)
-        if size <= 0:
-            break
-        chunk = stream.read(size)
+    for chunk in chunks:
         if not chunk:
-            break
+            continue
         if first and chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
             # Windows PowerShell 5 writes a redirected program's output (llama-server > log.txt) as UTF-16
             utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
         elif first and _binary(chunk):
             raise InputError("this is a binary file, not a log (NUL and control bytes in its first 8 KB)")
         first = False
-        if remaining is not None:
-            remaining -= len(chunk)
         if utf16 is not None:
             chunk = utf16.decode(chunk).encode()
         for signal in engine.feed(chunk):
