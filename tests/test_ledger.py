@@ -4,12 +4,14 @@ refusing foreign files, redacting secrets; runs, show and diff."""
 import hashlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
@@ -236,3 +238,69 @@ def test_a_start_refused_before_the_server_ran_lists_no_changes(tmp_path):
             replace(refused, config={"model": "m", "dtype": "fp32"}), kind="launch", name="t", log=None,
             environment={"python": "3.11"})
         assert any("dtype" in line for line in history.change_lines(failed.changes))  # a start that ran: listed
+
+
+@contextmanager
+def unwritable(path):
+    """``path`` (a file or a folder) made unwritable to this process: immutable for root, whom file modes
+    do not stop; read-only for anyone else."""
+    if os.geteuid() != 0:
+        mode = path.stat().st_mode
+        path.chmod(mode & ~0o222)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+        return
+    if not shutil.which("chattr") or subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+        pytest.skip("as root, only chattr +i makes a file unwritable, and it is not available here")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def one_run(path):
+    with Ledger(path) as ledger:
+        ledger.record(kind="launch", name="kept", outcome="ready", phases={})
+
+
+@pytest.mark.parametrize("command", ["launch", "run", "watch", "diagnose", "bench"])
+def test_a_ledger_that_cannot_be_written_is_refused_before_anything_starts(tmp_path, command):
+    """Not a server started whose verdict then goes unsaid, nor a diagnosis dropped: one line, exit 2."""
+    path, started = tmp_path / "l.db", tmp_path / "started"
+    one_run(path)
+    log = tmp_path / "ready.log"
+    log.write_text("[2025-04-09 05:05:21] The server is fired up and ready to roll!\n")
+    server = ["--", sys.executable, "-c", f"open({str(started)!r}, 'w'); import time; time.sleep(30)"]
+    args = {"launch": ["launch", "--name", "x"], "run": ["run", "--name", "x"], "watch": ["watch", str(log)],
+            "diagnose": ["diagnose", "--record", str(log)], "bench": ["bench", "http://127.0.0.1:9"]}[command]
+    with unwritable(path):
+        proc = run_cli(*args, "--ledger", str(path), *(server if command in ("launch", "run") else []))
+        err = proc.stderr.decode()
+        assert err == f"firedup: cannot write to the ledger {path}: attempt to write a readonly database\n", err
+        assert proc.returncode == 2 and proc.stdout == b"" and not started.exists()
+        kept = run_cli("runs", "--json", "--ledger", str(path))  # a read still works on it
+        assert [r["name"] for r in json.loads(kept.stdout)] == ["kept"], kept.stderr
+
+
+def test_a_ledger_in_a_read_only_folder_cannot_be_opened_and_is_not_called_broken(tmp_path):
+    folder = tmp_path / "ledgers"
+    folder.mkdir()
+    one_run(folder / "l.db")
+    with unwritable(folder):
+        proc = run_cli("runs", "--ledger", str(folder / "l.db"))
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and err.count("\n") == 1 and "usable" not in err, err
+    assert err.startswith(f"firedup: cannot open the ledger {folder / 'l.db'}: unable to open database file "
+                          f"(its folder {folder} is read-only"), err
+
+
+@pytest.mark.parametrize("command", [["runs"], ["show", "1"], ["diff", "1", "2"], ["compare", "1", "2"]])
+def test_a_read_of_a_ledger_that_does_not_exist_says_so_and_makes_none(tmp_path, command):
+    path = tmp_path / "nowhere" / "l.db"
+    proc = run_cli(*command, "--ledger", str(path))
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert proc.stderr.decode() == f"firedup: there is no ledger at {path}: nothing was recorded there\n"
+    assert not path.parent.exists()
+

@@ -136,7 +136,8 @@ def cmd_ps(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    found = Ledger(args.ledger).find(name=args.name, server=args.server, since=args.since, limit=args.limit)
+    ledger = Ledger(args.ledger, read_only=True)
+    found = ledger.find(name=args.name, server=args.server, since=args.since, limit=args.limit)
     if args.json:
         print(json.dumps(found, default=str))
     else:
@@ -145,7 +146,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    run = Ledger(args.ledger).run(args.run)
+    run = Ledger(args.ledger, read_only=True).run(args.run)
     if args.json:
         print(json.dumps(run, default=str))
     else:
@@ -154,7 +155,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    ledger = Ledger(args.ledger)
+    ledger = Ledger(args.ledger, read_only=True)
     changes = history.diff(ledger.run(args.a), ledger.run(args.b))
     if args.json:
         print(json.dumps({"a": args.a, "b": args.b, "changes": changes}, default=str))
@@ -227,7 +228,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    report = session.compare_runs(Ledger(args.ledger), args.runs, min_effect=args.min_effect, force=args.force)
+    ledger = Ledger(args.ledger, read_only=True)
+    report = session.compare_runs(ledger, args.runs, min_effect=args.min_effect, force=args.force)
     if args.plot:
         plot.comparison(report, args.plot)
     if args.json:

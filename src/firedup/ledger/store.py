@@ -78,18 +78,46 @@ class Ledger:
     recorded, in one SQLite file (``path``, default FIREDUP_LEDGER or
     ~/.local/share/firedup/ledger.db)."""
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False):
+        """``read_only``: only read (runs, show): the ledger must exist, and may be a file this user cannot
+        write. Otherwise it is made if missing, and refused at once if it cannot be written, before the
+        caller starts a server whose run would then go unrecorded."""
         self.path = ledger_path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if read_only and not self.path.exists():
+            raise LedgerError(f"there is no ledger at {self.path}: nothing was recorded there")
         try:
+            if not read_only:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             self.db.row_factory = sqlite3.Row
             self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._check_and_migrate()
             self._use_wal()
             self.db.execute("PRAGMA synchronous = NORMAL")
+            if not read_only:
+                self._check_writable()
         except sqlite3.DatabaseError as e:
-            raise LedgerError(f"{self.path} is not a usable firedup ledger: {e}") from None
+            if e.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+                raise LedgerError(f"{self.path} is not a usable firedup ledger: {e}") from None
+            raise LedgerError(f"cannot {'open' if read_only else 'write to'} the ledger {self.path}: "
+                              f"{e}{self._folder_note()}") from None
+        except OSError as e:  # its folder cannot be made
+            raise LedgerError(f"cannot write to the ledger {self.path}: {e.strerror or e}") from None
+
+    def _folder_note(self) -> str:
+        # The file may be fine: SQLite also needs to create its -wal and -shm files beside it.
+        if os.access(self.path.parent, os.W_OK):
+            return ""
+        return f" (its folder {self.path.parent} is read-only, and SQLite keeps the ledger's -wal and -shm files there)"
+
+    def _check_writable(self) -> None:
+        # SQLite opens a file it may not write (read-only, immutable) for reading
+        # without a word, and refuses only the first write: try one, undone.
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        finally:
+            self.db.execute("ROLLBACK")
 
     def _check_and_migrate(self) -> None:
         # Under the write lock, so that two firedup processes opening a new
@@ -153,7 +181,7 @@ class Ledger:
         try:
             cur = self.db.execute(f"INSERT INTO runs ({columns}) VALUES ({marks})", tuple(run.values()))
         except sqlite3.DatabaseError as e:
-            raise LedgerError(f"cannot write to {self.path}: {e}") from None
+            raise LedgerError(f"cannot write to the ledger {self.path}: {e}") from None
         assert cur.lastrowid is not None
         return cur.lastrowid
 
