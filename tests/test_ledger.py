@@ -304,3 +304,53 @@ def test_a_read_of_a_ledger_that_does_not_exist_says_so_and_makes_none(tmp_path,
     assert proc.stderr.decode() == f"firedup: there is no ledger at {path}: nothing was recorded there\n"
     assert not path.parent.exists()
 
+
+def disk_full(monkeypatch):
+    """Every run written from now on refused, as a disk that filled after the ledger opened refuses it."""
+    def record(self, **run):
+        raise LedgerError(f"cannot write to the ledger {self.path}: database or disk is full")
+
+    monkeypatch.setattr(Ledger, "record", record)
+
+
+def test_a_diagnosis_the_ledger_refuses_is_still_shown_with_its_exit_code(tmp_path, monkeypatch, capsys):
+    from firedup import cli
+
+    log = tmp_path / "x.log"
+    log.write_text("launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2\n")
+    path = tmp_path / "l.db"
+    one_run(path)
+    disk_full(monkeypatch)
+    assert cli.main(["diagnose", "--record", "--ledger", str(path), str(log)]) == 1
+    out, err = capsys.readouterr()
+    assert "failed" in out and "bad_argument" in out
+    assert err == f"firedup: cannot write to the ledger {path}: database or disk is full\n"
+
+
+@pytest.mark.parametrize("ready", [True, False])
+def test_a_launch_the_ledger_refuses_still_shows_its_verdict_and_stops_a_failed_server(tmp_path, monkeypatch,
+                                                                                        capsys, ready):
+    from firedup import cli
+    from firedup.sources.pgroup import group_alive
+
+    pid_file = tmp_path / "pid"
+    last = ("[2025-04-09 05:05:21] The server is fired up and ready to roll!" if ready
+            else "OSError: [Errno 98] Address already in use")
+    server = tmp_path / "server.py"
+    server.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                      "print(\"[2025-04-09 05:05:03] server_args=ServerArgs(model_path='m')\")\n"
+                      f"print({last!r}, flush=True)\ntime.sleep(60)\n")
+    path = tmp_path / "l.db"
+    one_run(path)
+    disk_full(monkeypatch)
+    try:
+        code = cli.main(["launch", "--name", "full", "--stall", "30", "--ledger", str(path), "--",
+                         sys.executable, "-u", str(server)])
+        out, err = capsys.readouterr()
+        assert code == (0 if ready else 1), (out, err)
+        assert ("✓ ready" if ready else "✗ failed") in out
+        assert err == f"firedup: cannot write to the ledger {path}: database or disk is full\n"
+        assert group_alive(int(pid_file.read_text())) is ready  # a failed start stopped as usual
+    finally:
+        if pid_file.exists() and group_alive(int(pid_file.read_text())):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)

@@ -73,6 +73,12 @@ def _console() -> Console:
     return _Console(highlight=False, markup=False, emoji=False, width=PIPED_WIDTH)
 
 
+def _say_unrecorded(ledger: Ledger) -> None:
+    """A run the ledger refused after it opened (a disk that filled): one line each, after the verdict."""
+    for error in ledger.unrecorded:
+        print(f"firedup: {error}", file=sys.stderr)
+
+
 def cmd_diagnose(args: argparse.Namespace) -> int:
     ledger = Ledger(args.ledger) if args.record else None
     verdict = diagnose(args.file, server=args.server, ledger=ledger)
@@ -80,6 +86,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         _print_json(verdict.to_dict())
     else:
         summary.render(verdict, _console(), source="" if args.file == "-" else args.file)
+    if ledger is not None:
+        _say_unrecorded(ledger)
     return verdict.code
 
 
@@ -87,7 +95,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     console, ledger = _console(), Ledger(args.ledger)
     if len(args.targets) == 1:
         sinks = _sinks(args, console, f"watch {args.targets[0]}")
-        return _finish(sinks, _targets.watch(args.targets[0], options.follow(args), sinks=sinks, ledger=ledger))
+        code = _finish(sinks, _targets.watch(args.targets[0], options.follow(args), sinks=sinks, ledger=ledger))
+        _say_unrecorded(ledger)
+        return code
     base: Sink = JsonEvents() if args.json else PlainView(console)
     overall = _targets.watch_all(args.targets, options.follow(args), base, every=args.all, ledger=ledger)
     worst_target, worst = overall.worst
@@ -100,6 +110,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         tail = f" (stopped watching {', '.join(cancelled)})" if cancelled else ""
         blame = "" if worst.outcome == "ready" else f" because of {worst_target}"
         console.print(f"overall: {worst.outcome}{blame}  [{names}]{tail}")
+    _say_unrecorded(ledger)
     return worst.code
 
 
@@ -107,8 +118,10 @@ def cmd_launch(args: argparse.Namespace) -> int:
     cmd = options.server_command(args)
     console = _console()
     sinks = _sinks(args, console, f"launch {os.path.basename(cmd[0])}")
-    launched = _servers.launch(cmd, options.start(args), sinks=sinks, ledger=Ledger(args.ledger))
+    ledger = Ledger(args.ledger)
+    launched = _servers.launch(cmd, options.start(args), sinks=sinks, ledger=ledger)
     code = _finish(sinks, launched.verdict, launched.note)
+    _say_unrecorded(ledger)
     if args.attach and launched.verdict.outcome == "ready" and isinstance(launched, Launched) and launched.popen:
         code, stopped = attach(launched, sys.stdout.buffer)
         if stopped:
@@ -199,16 +212,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     console, workload = _console(), options.workload(args)
     sinks: list[Sink] = [PlainView(console)] if not args.json else []
     total = (workload.num_prompts or 0) * args.repeat * (2 if vs else 1)
+    ledger = Ledger(args.ledger)
     try:
         with _progress(console, console.is_terminal and not args.json, total) as tick:
             ran = run_loop(cmd, vs=vs, workload=workload, repeat=args.repeat, relaunch=args.relaunch,
                            model=args.model, api_key=args.api_key, percentiles=args.percentiles,
                            goodput=options.goodput(args.goodput), name=args.name, server=args.server, url=args.url,
                            stall=args.stall, timeout=args.timeout, port_check=args.port_check == "on",
-                           slurm=options.slurm_job(args), min_effect=args.min_effect, ledger=Ledger(args.ledger),
+                           slurm=options.slurm_job(args), min_effect=args.min_effect, ledger=ledger,
                            sinks=sinks, on_result=tick)
     except ServerError as e:  # the start's verdict, as launch shows it
         return _finish(sinks or [JsonEvents()], e.verdict, e.note)
+    finally:
+        _say_unrecorded(ledger)
     if ran.comparison is None:
         return _show_bench(args, console, ran.benches["A"])
     ids = {side: bench.run_id for side, bench in ran.benches.items()}

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from .._exceptions import LedgerError
 from ..judge import Verdict
 from . import history
 from .store import Ledger
@@ -40,7 +41,8 @@ class Memory:
     def remember(self, verdict: Verdict, *, kind: str, name: str | None, log: str | None,
                  environment: dict[str, Any] | None, scheduler: dict[str, Any] | None = None) -> Verdict:
         """Write the run; the verdict as it is recorded: with what was unusual,
-        what changed since the last good run, and its run id."""
+        what changed since the last good run, and its run id (None, and the
+        error in ``ledger.unrecorded``, when the write failed)."""
         run = {"kind": kind, "name": name, "host": self.host, "command": self.argv,
                "server": verdict.server or self.server,
                "version": verdict.version, "config": verdict.config, "phases": verdict.phases,
@@ -56,4 +58,11 @@ class Memory:
         known = environment is not None or bool(verdict.config)
         if self.last_good is not None and known and (anomalies or verdict.outcome != "ready"):
             changes = history.notable(history.diff(self.last_good, run))
-        return replace(verdict, anomalies=anomalies, changes=changes, run_id=self.ledger.record(**run))
+        try:
+            run_id = self.ledger.record(**run)
+        except LedgerError as e:
+            # The ledger was writable when it opened (a disk that filled since): the verdict still
+            # counts, and the caller still stops a server that failed; it says what was not recorded.
+            self.ledger.unrecorded.append(str(e))
+            run_id = None
+        return replace(verdict, anomalies=anomalies, changes=changes, run_id=run_id)

@@ -83,6 +83,7 @@ class Ledger:
         write. Otherwise it is made if missing, and refused at once if it cannot be written, before the
         caller starts a server whose run would then go unrecorded."""
         self.path = ledger_path(path)
+        self.unrecorded: list[str] = []  # writes that failed after it opened (a full disk), as their errors
         if read_only and not self.path.exists():
             raise LedgerError(f"there is no ledger at {self.path}: nothing was recorded there")
         try:
