@@ -432,3 +432,14 @@ def test_a_gzipped_binary_file_is_still_refused(tmp_path):
     packed.write_bytes(gzip.compress(Path(sys.executable).read_bytes()[:100_000]))
     proc = run_cli("diagnose", str(packed))
     assert proc.returncode == 2 and "this is a binary file, not a log" in proc.stderr.decode()
+
+
+def test_a_safetensors_file_is_refused_in_one_line(tmp_path):
+    """Its JSON header passes for text: read as a log it was "incomplete", its tensors' bytes the evidence."""
+    header = json.dumps({"__metadata__": {"format": "pt"}, "w": {"dtype": "F32", "shape": [4096, 4096],
+                                                                  "data_offsets": [0, 4096 * 4096 * 4]}}).encode()
+    weights = tmp_path / "model-00003-of-00012.safetensors"
+    weights.write_bytes(len(header).to_bytes(8, "little") + header + bytes(range(256)) * 400)
+    proc = run_cli("diagnose", str(weights))
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert proc.stderr.decode() == f"firedup: {weights}: this is a safetensors weight file, not a log\n"

@@ -27,12 +27,19 @@ _CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\x1b") + b"\x7f"
 # its offset (logrotate's copytruncate) starts over after one.
 _HOLE = re.compile(rb"\x00{16,}")
 GZIP_MAGIC = b"\x1f\x8b"
+# A safetensors file opens on its JSON header's length (8 bytes, little-endian, at
+# most 100 MB: NULs no text has) and the header, text enough to pass for a log.
+SAFETENSORS_MAX_HEADER = 100 << 20
 GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib reads the gzip header and trailer itself
 
 
 def _binary(head: bytes) -> bool:
     head = _HOLE.sub(b"", head[:SNIFF_BYTES])
     return b"\x00" in head and sum(head.count(c) for c in _CONTROL) > BINARY_SHARE * len(head)
+
+
+def _safetensors(head: bytes) -> bool:
+    return head[8:10] == b'{"' and int.from_bytes(head[:8], "little") <= SAFETENSORS_MAX_HEADER
 
 
 def _chunks(stream: BinaryIO, limit: int | None) -> Iterator[bytes]:
@@ -88,6 +95,8 @@ def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | No
         if first and chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
             # Windows PowerShell 5 writes a redirected program's output (llama-server > log.txt) as UTF-16
             utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        elif first and _safetensors(chunk):
+            raise InputError("this is a safetensors weight file, not a log")
         elif first and _binary(chunk):
             raise InputError("this is a binary file, not a log (NUL and control bytes in its first 8 KB)")
         first = False
