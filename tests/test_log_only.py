@@ -231,25 +231,41 @@ HEALTHY = textwrap.dedent("""
 """)
 
 
-def test_a_server_piped_into_tee_is_the_writers_own_and_its_health_answer_counts(tmp_path):
-    # "server | tee log": tee writes the log, the server (its sibling in the pipeline's
-    # process group, outside tee's tree) holds the port; before, the answer was another's
-    # and the watch never ended (its own probe lines in the log counted as progress)
-    script, log = tmp_path / "healthy.py", tmp_path / "server.log"
-    script.write_text(HEALTHY)
-    pipeline = subprocess.Popen(["sh", "-c", f'"{sys.executable}" "{script}" | tee "{log}" > /dev/null'],
+def watched_beside_a_shell(tmp_path, shell: str, served: str, *args: str) -> dict:
+    """The verdict of ``watch server.log --url`` on the port the HEALTHY server
+    writes into ``served``, while ``shell`` runs in a session of its own."""
+    (tmp_path / "healthy.py").write_text(HEALTHY)
+    pipeline = subprocess.Popen(["sh", "-c", shell], cwd=tmp_path, env={**os.environ, "PY": sys.executable},
                                 start_new_session=True)
     try:
-        deadline = time.monotonic() + 10
-        while "running on" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+        out, deadline = tmp_path / served, time.monotonic() + 10
+        while "running on" not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
             time.sleep(0.05)
-        port = log.read_text().split("127.0.0.1:")[1].split(" ")[0]
-        url = f"http://127.0.0.1:{port}"
-        verdict, _ = verdict_of(watch(str(log), "--url", url, "--stall", "15", "--timeout", "20"))
+        port = out.read_text().split("127.0.0.1:")[1].split(" ")[0]
+        verdict, _ = verdict_of(watch(str(tmp_path / "server.log"), "--url", f"http://127.0.0.1:{port}", *args))
     finally:
         os.killpg(pipeline.pid, signal.SIGKILL)
         pipeline.wait()
+    return verdict
+
+
+def test_a_server_piped_into_tee_is_the_writers_own_and_its_health_answer_counts(tmp_path):
+    # "server | tee log": tee writes the log, the server (outside tee's tree, writing
+    # into its input) holds the port; before, the answer was another's and the watch
+    # never ended (its own probe lines in the log counted as progress)
+    verdict = watched_beside_a_shell(tmp_path, '"$PY" healthy.py | tee server.log > /dev/null', "server.log",
+                                     "--stall", "15", "--timeout", "20")
     assert verdict["outcome"] == "ready", verdict
+
+
+def test_a_server_beside_the_pipeline_in_the_same_script_is_not_the_one_piped_into_tee(tmp_path):
+    # one script (no job control: one process group) started an old server, then a new one piped
+    # into tee that is still loading: the old server's answer is not the log's server's
+    (tmp_path / "loading.py").write_text("import time\nfor i in range(60):\n"
+                                         "    print(f'Loading weights {i}/60', flush=True)\n    time.sleep(0.5)\n")
+    shell = '"$PY" healthy.py > old.log & "$PY" loading.py | tee server.log > /dev/null'
+    verdict = watched_beside_a_shell(tmp_path, shell, "old.log", "--stall", "15", "--timeout", "6")
+    assert verdict["outcome"] == "timeout", verdict
 
 
 def test_a_deadline_that_passed_without_a_verdict_does_not_make_the_watch_spin(tmp_path, monkeypatch):

@@ -94,7 +94,7 @@ class Watch:
         self._last_data = self.started
         self._idle = True  # nothing read since the last idle flush
         self._owner_cache: tuple[frozenset[str], tuple[str, str | None]] | None = None
-        self._writer_group: int | None = None  # the process group of the log's writer, when one was found
+        self._writer_input: str | None = None  # the pipe the log's writer reads (server | tee log), when one was found
         self._scanned: tuple[int, int] | None = None  # the log (inode, size) when its writer was last looked for
 
     # -- the loop ------------------------------------------------------------
@@ -228,10 +228,7 @@ class Watch:
             except OSError:  # gone already, or not ours to watch
                 continue
             self._find_writer = False
-            try:  # a writer that is not the server (tee): the server runs in its process group
-                self._writer_group = os.getpgid(pid)
-            except OSError:
-                pass
+            self._writer_input = owners.input_pipe(pid)  # a writer that is not the server (tee): what feeds it is
             self.sampler = TreeSampler(pid)
             sel.register(self.exit_watch, selectors.EVENT_READ)
             self.judge.quiet = None  # its exit will tell
@@ -326,7 +323,7 @@ class Watch:
         key = frozenset(owners.listening_inodes(port, address_of(host)))
         if self._owner_cache is None or self._owner_cache[0] != key:
             pid = self.exit_watch.pid if self.exit_watch else None
-            owner, holders = owners.ownership(port, pid, self.listening_before, address_of(host), self._writer_group)
+            owner, holders = owners.ownership(port, pid, self.listening_before, address_of(host), self._writer_input)
             self._owner_cache = (key, (owner, ", ".join(h.describe() for h in holders) or None))
         return self._owner_cache[1]
 

@@ -192,19 +192,25 @@ def lineage(pid: int) -> set[int]:
     return out
 
 
-def _group_of(pid: int) -> int | None:
+def _fd_target(pid: int, fd: int) -> str | None:
     try:
-        return os.getpgid(pid)
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
     except OSError:
         return None
 
 
+def input_pipe(pid: int) -> str | None:
+    """The pipe a process reads its standard input from ("pipe:[123]"), None when it is no pipe."""
+    target = _fd_target(pid, 0)
+    return target if target and target.startswith("pipe:") else None
+
+
 def ownership(port: int, pid: int | None, before: set[str] | None = None,
-              address: str | None = None, group: int | None = None) -> tuple[str, list[Holder]]:
+              address: str | None = None, pipe: str | None = None) -> tuple[str, list[Holder]]:
     """Whose is the server answering on ``port``, for the process tree of ``pid``:
 
-    - ``tree``: a listening socket belongs to the tree, or to the process group
-      ``group`` (the log's writer's: ``server | tee log`` runs both in one);
+    - ``tree``: a listening socket belongs to the tree, or to a process whose
+      output goes into ``pipe`` (the log's writer's input: ``server | tee log``);
     - ``foreign``: the sockets belong to processes outside it, and were there
       before it started (``before``: their inodes; None when the start is not
       known, as for ``watch --pid``: then any socket outside the tree);
@@ -220,7 +226,7 @@ def ownership(port: int, pid: int | None, before: set[str] | None = None,
     if pid is None:
         return "unchecked", holders
     ours = tree(pid)
-    if any(h.pid in ours or (group is not None and h.pid is not None and _group_of(h.pid) == group)
+    if any(h.pid in ours or (pipe and h.pid is not None and pipe in (_fd_target(h.pid, 1), _fd_target(h.pid, 2)))
            for h in holders):
         return "tree", holders
     if before is None or any(h.inode in before for h in holders):
