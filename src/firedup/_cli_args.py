@@ -81,10 +81,7 @@ def _percentiles(text: str) -> list[float]:
     which vllm bench serve uses): a bad one is refused before the run, not after it."""
     values = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        try:
-            value = float(item)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {item!r}") from None
+        value = _number(item)
         if not 0 <= value <= 100:  # NaN too
             raise argparse.ArgumentTypeError(f"a percentile is between 0 and 100, not {item}")
         values.append(value)
