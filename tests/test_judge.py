@@ -772,6 +772,11 @@ def test_a_port_answering_while_the_unheld_log_still_starts_is_another_servers()
     run.judge.feed(probe(200, ready=True, owner="unchecked"), 3.0)
     assert run.judge.decide(5.0) is None  # disproved: only the log decides now
     assert run.judge.decide(20.0).outcome == "stalled"
+    # a log still empty when the port answered: the start it will show comes after the answer
+    empty = Run(server="transformers", confirm=2.0, stall=15, quiet=2.0)
+    empty.judge.feed(probe(200, ready=True, owner="unchecked"), 0.1)
+    assert empty.judge.decide(2.5) is None
+    assert empty.log(start, at=3.0) is None and empty.judge.decide(6.0) is None
     # a server already up whose log stays quiet: its answer stands after the window
     quiet = Run(server="transformers", confirm=2.0, stall=15, quiet=2.0)
     quiet.log(start, at=0.0)

@@ -753,7 +753,9 @@ class Judge:
             if self._cause_named() or now - self.last_line_at >= self.settle:
                 return self._failed(now)
             return None  # the lines that name the cause usually follow within the burst
-        if self._unchecked_answer is not None and now - self._unchecked_answer[1] >= (self.confirm or CONFIRM):
+        # (an empty log has not begun: the start it will show may be a second away, as a server's imports are)
+        if self._unchecked_answer is not None and self.last_line is not None \
+                and now - self._unchecked_answer[1] >= (self.confirm or CONFIRM):
             self._set_ready(self._unchecked_answer[0], self._unchecked_answer[1])
             self._unchecked_answer = None
         if self.exit_code is not None:
