@@ -697,6 +697,36 @@ def test_stall_window_without_any_line():
     assert v.outcome == "stalled" and v.phase == "dist_init"
 
 
+def test_a_stall_says_what_the_phase_it_stalled_in_was_doing_and_what_to_check():
+    run = Run(server="vllm", stall=300)
+    run.log("INFO 01-01 00:00:00 [parallel_state.py:1] rank 0 in world size 1 is assigned as DP rank 0\n", at=0)
+    v = run.judge.decide(300)
+    assert "communication" in v.explanation and "NCCL_DEBUG=INFO" in v.remedy and "py-spy" in v.remedy
+
+
+TF_DUMP = """[transformers] Loading /models/tiny-llama
+[transformers] loading configuration file /models/tiny-llama/config.json
+[transformers] Model config LlamaConfig {
+  "architectures": [
+    "LlamaForCausalLM"
+  ],
+  "vocab_size": 2048
+}
+
+"""
+
+
+@pytest.mark.parametrize("chunks", [[TF_DUMP], TF_DUMP.splitlines(keepends=True)], ids=["at once", "line by line"])
+def test_a_start_silent_after_a_dump_got_to_the_line_that_began_it_not_its_closing_brace(chunks):
+    run = Run(stall=300)
+    for chunk in chunks:
+        run.log(chunk, at=0)
+    stalled = run.judge.decide(300)
+    assert (stalled.outcome.value, stalled.evidence) == (
+        "stalled", {"line": "[transformers] Model config LlamaConfig {", "lineno": 3})
+    assert run.finish().evidence["lineno"] == 3
+
+
 def test_probe_evidence_keeps_a_silent_server_alive():
     run = Run(server="vllm", stall=20)
     run.log("INFO 01-01 00:00:00 [x.py:1] Warming up model for the compilation...\n", at=0)
@@ -1592,6 +1622,23 @@ def test_a_restart_appended_after_a_ready_run_ended_is_judged_on_its_own():
     assert Run(quiet=2.0).log(TF_RUN + TF_DOWN, at=0.1).outcome == "ready"
     # a model loaded at the first request for it, while serving, is no restart
     assert _diagnosed(TF_RUN + "[transformers] Loading /m/other\n").outcome == "ready"
+
+
+TF_BAD_FLAG = ("Usage: transformers serve [OPTIONS] [FORCE_MODEL]\nTry 'transformers serve --help' for help.\n\n"
+               "Error: No such option '--no-such-flag'.\n\nAvailable options for 'transformers serve':\n"
+               "  --log-level TEXT               Logging level (e.g. 'info', 'warning').  [default: warning]\n")
+
+
+@pytest.mark.parametrize("before", [TF_TRUNCATED, TF_RUN + TF_DOWN], ids=["after a failed run", "after a stopped run"])
+def test_a_rejected_flag_appended_after_an_earlier_run_is_that_runs_own_failure(before):
+    # the usage text that comes before the error is where the new process began: no banner comes first
+    v = _diagnosed(before + TF_BAD_FLAG)
+    assert (v.outcome, v.cause, v.phase, v.notes) == ("failed", "bad_argument", "init", [])
+    assert [b["rule"] for b in v.benign if b["lineno"] == before.count("\n") + 7] == ["cli-option-help"]
+    run = Run(stall=300)
+    run.log(before, at=0.1)
+    v = run.log(TF_BAD_FLAG, at=5) or run.exit(2, at=5.1)
+    assert (v.outcome, v.cause) == ("failed", "bad_argument")
 
 
 def test_a_child_ended_by_a_signal_before_ready_is_the_parent_failing_not_a_stop():

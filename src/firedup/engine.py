@@ -7,6 +7,7 @@ first rule in priority order that matches a line speak for it.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -46,6 +47,10 @@ _BARE_ASSERT = re.compile(r"(?:\w+\.)*AssertionError:?\s*$")
 _PYDANTIC = re.compile(r"\bValidationError: \d+ validation errors? for ")
 _PYDANTIC_ERROR = re.compile(r"\s*(?:Value error|Assertion failed|Input should be|Field required"
                              r"|Extra inputs are not permitted)\b")
+# A line inside what an earlier line began: indented, a closing bracket, empty after its prefix.
+_CONTINUATION = re.compile(r"\s|[\]\)\}]+[,;]?\s*$|$")
+# How far back the last line that said something is looked for.
+SAID_LINES = 200
 # A log pasted indented as a whole (a markdown code block): the indent of its
 # first line, unless that line is itself part of a stack (a frame, a caret
 # line: a window that starts inside a traceback). Python prints a frame two
@@ -113,6 +118,7 @@ class Engine:
         self._block: _Block | None = None  # an open multi-line configuration
         self._last_heartbeat = 0  # line number of the last heartbeat read
         self._read_ids: set[str] = set()  # the rules that read a line so far (a ready line may wait for one)
+        self._said: tuple[int, str] | None = None  # the last line that said something itself (_last_said)
         self._indent: str | None = None  # the whole log's indent; "" once a line lacks it (None: no line yet)
 
     def feed(self, data: bytes) -> list[Signal]:
@@ -194,8 +200,23 @@ class Engine:
             last = self._parse(raw.decode("utf-8", "replace"))
             calm = (last.level in _CALM_LEVELS and not self.tracebacks.open and lineno != self._last_heartbeat
                     and not any(r.pattern.search(last.message) for r in self._stopping_rules))
-            out.append(Signal("lines", lineno, last.text, data={"n": new, "heartbeats": heartbeats, "calm": calm}))
+            self._said = self._last_said(lineno, last)
+            out.append(Signal("lines", lineno, last.text,
+                              data={"n": new, "heartbeats": heartbeats, "calm": calm, "said": self._said}))
         return out
+
+    def _last_said(self, lineno: int, last: lines.Line) -> tuple[int, str] | None:
+        """The last line that says something itself, not a line inside what
+        an earlier one began (a dump's indented lines, its closing brace): where
+        a start that goes silent had got. None when none is near the end."""
+        if not _CONTINUATION.match(last.message):
+            return lineno, last.text
+        walked = 0
+        for walked, (n, raw) in enumerate(itertools.islice(self.scanner.back(), 1, SAID_LINES), 1):
+            line = self._parse(raw.decode("utf-8", "replace"))
+            if not _CONTINUATION.match(line.message):
+                return n, line.text
+        return self._said if walked < SAID_LINES - 1 else None  # the region began inside: an earlier one said it
 
     def _stage(self) -> Prefilter:
         ready = 0 if not self._ready else 2 if self._benign_after_ready >= BENIGN_AFTER_READY else 1

@@ -286,6 +286,35 @@ EMPTY_EXPLANATION = "The log is empty: there is nothing in it to read."
 INCOMPLETE_REMEDY = ("If the server is still starting, follow it instead (firedup watch FILE); if it is gone, "
                      "look for how it ended outside the log: its exit code, dmesg (the kernel's OOM killer), "
                      "the scheduler's record.")
+# A start that went silent: what it was doing, by the phase it had reached.
+STALL_EXPLANATIONS = {
+    "init": "before loading anything: an import, a lock (the Hugging Face or a compile cache's) or a download that "
+            "prints no progress",
+    "dist_init": "while its processes set up their communication (torch.distributed, NCCL): usually a rank that "
+                 "never started, or an address or port the ranks cannot reach",
+    "weights": "while loading weights: slow or stalled storage (a network filesystem, a download with no progress "
+               "bar) or a hung loader",
+    "kv_cache": "while profiling memory for the KV cache: a first forward pass that hangs or compiles",
+    "compile": "while compiling (torch.compile, Triton autotuning): a first start compiles for long, later ones "
+               "use the cache",
+    "cuda_graphs": "while capturing CUDA graphs: a kernel that hangs or a collective waiting on another rank",
+    "warmup": "during its own warm-up request, after its HTTP server came up",
+    "http": "after its HTTP server started, before its ready line",
+}
+STALL_EXPLANATION = "The server went silent {doing}: no new line, progress or phase since the evidence line."
+STALL_REMEDIES = {
+    "dist_init": "Check that every rank started, then run with NCCL_DEBUG=INFO (and NCCL_SOCKET_IFNAME set to the "
+                 "interface the ranks share). ",
+    "weights": "Check the storage's throughput (iostat; the network filesystem) and that the model is fully on "
+               "disk. ",
+    "compile": "A first start may just be slow: raise --stall for it, or warm the compile cache. ",
+}
+STALL_REMEDY = ("See what its processes are doing (py-spy dump --pid PID; firedup adds the stacks itself when py-spy "
+                "is installed) and whether the GPU works (nvidia-smi); if it is only slow, raise --stall.")
+TIMEOUT_EXPLANATION = ("The time limit (--timeout) ran out while the server was still starting, with progress in "
+                       "the stall window; the evidence line is where it had got.")
+TIMEOUT_REMEDY = ("Raise --timeout: a start that progresses is not stuck (firedup runs shows how long this "
+                  "configuration took before).")
 EXIT_EXPLANATION = "The server process exited before it was ready and left no error line that firedup recognises."
 EXIT_REMEDY = "Read the last lines of the log; run the command by hand to see its output."
 
@@ -394,6 +423,7 @@ class Judge:
         self.progress: dict[str, Any] | None = None
         self.last_evidence = now
         self.last_line: Signal | None = None
+        self.last_said: Signal | None = None  # the last line that said something itself, not a dump's inside
         self.ready: Signal | None = None
         self.ready_at = 0.0
         self.answered = False
@@ -457,6 +487,8 @@ class Judge:
         if kind == "lines":
             self.last_words = None  # more lines came: the next silence reads the new last words
             self.last_line = s
+            said = s.data.get("said")
+            self.last_said = Signal("lines", *said) if said else s
             self.last_line_at = now
             if s.data.get("calm"):
                 self._calm_lineno = s.lineno
@@ -774,7 +806,8 @@ class Judge:
         elif self.candidates and (now - self.pending_since >= self.grace or self._quiet_after_exception(now)):
             return self._failed(now)
         if self.timeout is not None and now - self.started >= self.timeout:
-            return self._verdict("timeout", now, self._last_line())
+            return self._verdict("timeout", now, self._last_said(), explanation=TIMEOUT_EXPLANATION,
+                                 remedy=TIMEOUT_REMEDY)
         if self.phase == "queued":
             return None  # waiting for nodes is not a stall
         if self.stall is not None and now - self.last_evidence >= max(self.stall, self.stall_for.get(self.phase, 0)):
@@ -797,7 +830,11 @@ class Judge:
         failed run (as a finished log reads it) is that failure."""
         if self.failed_runs:
             return self._restarted_after(_first_of_loop(self.failed_runs))
-        return self._verdict("stalled", now, evidence)
+        if self.stopped is not None:
+            return self._verdict("stalled", now, evidence, explanation=STOPPED_EXPLANATION, remedy=STOPPED_REMEDY)
+        doing = STALL_EXPLANATIONS.get(self.phase, f"in phase {self.phase}")
+        return self._verdict("stalled", now, evidence, explanation=STALL_EXPLANATION.format(doing=doing),
+                             remedy=STALL_REMEDIES.get(self.phase, "") + STALL_REMEDY)
 
     def next_deadline(self) -> float | None:
         """The earliest clock reading at which ``decide`` may answer without new
@@ -1178,7 +1215,7 @@ class Judge:
         if self.last_startup is not None and self.last_line is not None \
                 and self.last_line.lineno == self.last_startup.lineno:
             return self._evidence_of(self._got_to(self.last_startup))
-        return self._last_line()
+        return self._last_said()
 
     def _got_to(self, s: Signal) -> Signal:
         """A progress bar that never moved (0 of N) says no more than the
@@ -1193,6 +1230,9 @@ class Judge:
 
     def _last_line(self) -> dict[str, Any] | None:
         return self._evidence_of(self.last_line) if self.last_line else None
+
+    def _last_said(self) -> dict[str, Any] | None:
+        return self._evidence_of(self.last_said) if self.last_said else None
 
     @staticmethod
     def _evidence_of(s: Signal) -> dict[str, Any]:

@@ -13,6 +13,7 @@ and a line longer than ``MAX_LINE`` is cut into pieces.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import threading
@@ -126,6 +127,7 @@ class Scanner:
         self.lineno = 1  # line number where the carried-over tail starts
         self.lines = 0  # complete lines seen
         self.tail: list[tuple[int, bytes]] = []  # the last TAIL_LINES non-blank segments, last one last
+        self._last_region: tuple[bytes, int] = (b"", 1)  # the last region with a non-blank line, and its end's line
         self._tail = b""
         self._redrawn = False  # whether the tail is a redraw after a carriage return
         self._at: tuple[bytes, int, int] = (b"", 0, 0)  # the last segment yielded: its region, start, line number
@@ -163,6 +165,10 @@ class Scanner:
             return earlier[-1] if earlier else None
         begin = max(region.rfind(b"\n", 0, end), region.rfind(b"\r", 0, end)) + 1
         return lineno - region.count(b"\n", begin, start), region[begin:end]
+
+    def back(self) -> Iterator[tuple[int, bytes]]:
+        """The non-blank lines of the last region read, last one first."""
+        return _lines_back(*self._last_region)
 
     def close(self) -> Iterator[tuple[int, bytes, list[object]]]:
         tail, self._tail = self._tail, b""
@@ -218,17 +224,24 @@ class Scanner:
                 self._at = (region, start, lineno)
                 yield lineno, segment, tags
         end_lineno = lineno + region.count(b"\n", counted)
-        tail: list[tuple[int, bytes]] = []
-        end = n
-        while len(tail) < TAIL_LINES:
-            while end and region[end - 1] in b" \t\r\n":
-                end -= 1
-            if not end:
-                break
-            start = max(region.rfind(b"\n", 0, end), region.rfind(b"\r", 0, end)) + 1
-            tail.append((end_lineno - region.count(b"\n", start), region[start:end]))
-            end = start
+        tail = list(itertools.islice(_lines_back(region, end_lineno), TAIL_LINES))
         if tail:
             self.tail = (self.tail + tail[::-1])[-TAIL_LINES:]
+            self._last_region = (region, end_lineno)
         self.lines += end_lineno - self.lineno
         self.lineno = end_lineno
+
+
+def _lines_back(region: bytes, lineno: int) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of a region whose end is on line ``lineno``, last one first."""
+    pos = len(region)
+    while True:
+        end = pos
+        while end and region[end - 1] in b" \t\r\n":
+            end -= 1
+        if not end:
+            return
+        start = max(region.rfind(b"\n", 0, end), region.rfind(b"\r", 0, end)) + 1
+        lineno -= region.count(b"\n", start, pos)
+        yield lineno, region[start:end]
+        pos = start
