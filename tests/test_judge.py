@@ -1641,6 +1641,19 @@ def test_a_rejected_flag_appended_after_an_earlier_run_is_that_runs_own_failure(
     assert (v.outcome, v.cause) == ("failed", "bad_argument")
 
 
+def test_a_llama_server_restart_appended_after_its_ready_run_exited_is_judged_on_its_own():
+    build = "build: 6134 (3bc8bcf0) with cc (Ubuntu 13.3.0) 13.3.0 for x86_64-linux-gnu\n"
+    up = ("0.05.273.428 I srv  llama_server: model loaded\n"
+          "0.05.273.433 I srv  llama_server: listening on http://127.0.0.1:8300\n"
+          "0.09.975.154 I srv    operator(): operator(): cleaning up before exit...\n")
+    failing = build + "gguf_init_from_file: failed to open GGUF file '/m/missing.gguf'\n"
+    run = Run(stall=300)
+    assert run.log(build + up, at=0.1) is None  # that run is over: the process writing now is another
+    v = run.log(failing, at=2) or run.exit(1, at=3)
+    assert (v.outcome, v.cause) == ("failed", "model_not_found")
+    assert Run(quiet=2.0).log(build + up, at=0.1).outcome == "ready"  # no process known: the log's run
+
+
 def test_a_child_ended_by_a_signal_before_ready_is_the_parent_failing_not_a_stop():
     log = (VLLM_START + "ERROR 11-20 08:34:06 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 118 died, exit code: -15\n"
            "Traceback (most recent call last):\n  File \"worker.py\", line 445, in raise_if_cache_size_invalid\n"
