@@ -1654,6 +1654,13 @@ def test_a_llama_server_restart_appended_after_its_ready_run_exited_is_judged_on
     assert Run(quiet=2.0).log(build + up, at=0.1).outcome == "ready"  # no process known: the log's run
 
 
+def test_a_restarts_configuration_is_its_own_not_the_earlier_runs():
+    args = "(APIServer pid=1) INFO 04-25 08:50:39 [utils.py:233] non-default args: {{'model_tag': 'm', {}}}\n"
+    first = VLLM_START + args.format("'dtype': 'float16'") + "vllm serve: error: unrecognized arguments: --bogus\n"
+    v = _diagnosed(first + VLLM_START + args.format("'port': 8001") + VLLM_READY)
+    assert v.outcome == "ready" and v.config.get("port") == 8001 and "dtype" not in v.config
+
+
 def test_a_child_ended_by_a_signal_before_ready_is_the_parent_failing_not_a_stop():
     log = (VLLM_START + "ERROR 11-20 08:34:06 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 118 died, exit code: -15\n"
            "Traceback (most recent call last):\n  File \"worker.py\", line 445, in raise_if_cache_size_invalid\n"

@@ -413,10 +413,10 @@ class Judge:
         self.server = server
         self.started = now
         self._reset(now)
-        self.config: dict[str, Any] = {}
-        self.version: str | None = None
 
     def _reset(self, now: float) -> None:
+        self.config: dict[str, Any] = {}  # a restart prints its own: an earlier run's settings are not its
+        self.version: str | None = None
         self.phase = "init"
         self.phase_started = now
         self.phases: dict[str, float] = {}
