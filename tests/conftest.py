@@ -1,4 +1,5 @@
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,15 @@ def assert_measured(proc: subprocess.CompletedProcess) -> None:
     flag one repeat and still exit 0."""
     flagged = b'"valid": false' in proc.stdout
     assert proc.returncode == 0 or (proc.returncode == 1 and flagged), proc.stderr.decode()[-2000:]
+
+
+def zero_server(*args: str) -> tuple[str, list[str]]:
+    """firedup's zero-work server (``python -m firedup.bench.zero ARGS``) as a command for
+    ``firedup run --url URL -- COMMAND`` to launch on a free port: (URL, COMMAND)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}", [sys.executable, "-m", "firedup.bench.zero", *args, "--port", str(port)]
 
 
 @pytest.fixture(autouse=True)

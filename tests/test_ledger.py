@@ -19,7 +19,7 @@ import pytest
 from firedup.ledger import environment, history
 from firedup.ledger.store import APPLICATION_ID, MIGRATIONS, Ledger, LedgerError
 
-from .conftest import run_cli
+from .conftest import run_cli, zero_server
 
 WRITER = """
 import sys, time
@@ -354,3 +354,29 @@ def test_a_launch_the_ledger_refuses_still_shows_its_verdict_and_stops_a_failed_
     finally:
         if pid_file.exists() and group_alive(int(pid_file.read_text())):
             os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("command", ["bench", "run", "run --vs"])
+def test_a_benchmark_the_ledger_refuses_still_shows_its_numbers_and_says_they_were_not_recorded(
+        tmp_path, monkeypatch, capsys, command):
+    from firedup import cli
+
+    path = tmp_path / "l.db"
+    one_run(path)
+    disk_full(monkeypatch)
+    url, serve = zero_server()
+    args = {"bench": ["bench", "--calibrate"], "run": ["run", "--url", url, "--", *serve],
+            "run --vs": ["run", "--url", url, "--repeat", "2", "--", *serve, "--vs", *serve]}[command]
+    code = cli.main([args[0], "--num-prompts", "4", "--input-len", "4", "--output-len", "4", "--warmup", "0",
+                     "--json", "--ledger", str(path), *args[1:]])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err  # 1: the zero-work server can make the client the bottleneck
+    shown = json.loads(out)
+    if command == "run --vs":
+        assert shown["runs"] == {"A": None, "B": None} and shown["compare"]["rows"]
+    else:
+        assert shown["completed"] == 4 and shown["run_id"] is None
+    full = f"firedup: cannot write to the ledger {path}: database or disk is full"
+    lost = [f"{full}: the benchmark's numbers were not recorded"]
+    assert err.splitlines() == (lost if command == "bench" else [full, *lost]), err
+    assert [r["name"] for r in json.loads(run_cli("runs", "--json", "--ledger", str(path)).stdout)] == ["kept"]

@@ -124,5 +124,7 @@ def _interleaved(a: list[str], b: list[str], start: Start, workload: Workload, h
         metrics.update(repeats_across="interleaved server starts",
                        interleaved={"group": group, "side": side, "order": order})
         benches[side] = session.record(ledger, servers[side], metrics)
-    report = compare([ledger.run(benches["A"].run_id), ledger.run(benches["B"].run_id)], min_effect)
+    # a run the ledger refused (a disk that filled) is named by its side
+    report = compare([{**b.run, "id": side if b.run_id is None else b.run_id} for side, b in benches.items()],
+                     min_effect)
     return RunResult(benches, order, report, results)

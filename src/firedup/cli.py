@@ -74,8 +74,9 @@ def _console() -> Console:
 
 
 def _say_unrecorded(ledger: Ledger) -> None:
-    """A run the ledger refused after it opened (a disk that filled): one line each, after the verdict."""
-    for error in ledger.unrecorded:
+    """A run the ledger refused after it opened (a disk that filled): one line each (the starts of
+    a repeated run refused alike, one line), after the verdict or the numbers."""
+    for error in dict.fromkeys(ledger.unrecorded):
         print(f"firedup: {error}", file=sys.stderr)
 
 
@@ -189,30 +190,44 @@ def _progress(console: Console, shown: bool, total: int | None) -> Iterator[Call
 def _show_bench(args: argparse.Namespace, console: Console, bench: session.Bench) -> int:
     result, metrics, run_id = bench.result, bench.metrics, bench.run_id
     if args.plot:
-        plot.bench(result.requests, args.plot, f"run {run_id}: {result.model} at {result.url}")
+        recorded = f"run {run_id}: " if run_id is not None else ""
+        plot.bench(result.requests, args.plot, f"{recorded}{result.model} at {result.url}")
     if args.json:
         print(json.dumps({**result.to_dict(), **{k: v for k, v in metrics.items() if k != "requests"},
                           "run_id": run_id}, default=str))
     else:
         view.bench_report({**metrics, "health": result.health, "speculative": result.speculative,
                            "warnings": result.warnings}, console)
-        console.print(Text(f"recorded as run {run_id} (firedup show {run_id}; firedup compare {run_id} OTHER)", "dim"))
+        if run_id is not None:  # else the line on stderr says it was not recorded
+            console.print(Text(f"recorded as run {run_id} (firedup show {run_id}; firedup compare {run_id} OTHER)",
+                               "dim"))
     return 0 if bench.valid else 1
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    console, workload = _console(), options.workload(args)
-    with _progress(console, console.is_terminal and not args.json, (workload.num_prompts or 0) * args.repeat) as tick:
-        bench = session.bench(args.target, workload, options.measure(args), ledger=Ledger(args.ledger), on_result=tick)
-    return _show_bench(args, console, bench)
+    console, workload, ledger = _console(), options.workload(args), Ledger(args.ledger)
+    try:
+        with _progress(console, console.is_terminal and not args.json,
+                       (workload.num_prompts or 0) * args.repeat) as tick:
+            bench = session.bench(args.target, workload, options.measure(args), ledger=ledger, on_result=tick)
+        return _show_bench(args, console, bench)
+    finally:
+        _say_unrecorded(ledger)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    ledger = Ledger(args.ledger)
+    try:
+        return _run(args, ledger)
+    finally:
+        _say_unrecorded(ledger)
+
+
+def _run(args: argparse.Namespace, ledger: Ledger) -> int:
     cmd, vs = options.commands(args)
     console, workload = _console(), options.workload(args)
     sinks: list[Sink] = [PlainView(console)] if not args.json else []
     total = (workload.num_prompts or 0) * args.repeat * (2 if vs else 1)
-    ledger = Ledger(args.ledger)
     try:
         with _progress(console, console.is_terminal and not args.json, total) as tick:
             ran = run_loop(cmd, vs=vs, workload=workload, repeat=args.repeat, relaunch=args.relaunch,
@@ -223,8 +238,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                            sinks=sinks, on_result=tick)
     except ServerError as e:  # the start's verdict, as launch shows it
         return _finish(sinks or [JsonEvents()], e.verdict, e.note)
-    finally:
-        _say_unrecorded(ledger)
     if ran.comparison is None:
         return _show_bench(args, console, ran.benches["A"])
     ids = {side: bench.run_id for side, bench in ran.benches.items()}
@@ -235,8 +248,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                           "problems": problems}, default=str))
     else:
         view.compare_table(ran.comparison, console)
-        console.print(Text(f"recorded as runs {ids['A']} (A) and {ids['B']} (B), started {' '.join(ran.order)} "
-                           f"(firedup compare {ids['A']} {ids['B']})", "dim"))
+        started = f"started {' '.join(ran.order)}"
+        console.print(Text(f"recorded as runs {ids['A']} (A) and {ids['B']} (B), {started} "
+                           f"(firedup compare {ids['A']} {ids['B']})" if None not in ids.values()
+                           else f"{started}; not recorded", "dim"))
         if not ran.valid:
             console.print(Text("not the servers' numbers in every repeat: the client was the bottleneck ("
                                + "; ".join(problems) + ")", "bold red"))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import __version__, registry
-from .._exceptions import InputError
+from .._exceptions import InputError, LedgerError
 from ..ledger.store import Ledger
 from . import metrics
 from .compare import MIN_EFFECT_PCT, aggregate, compare, workload_differences
@@ -32,11 +32,13 @@ class Measure:
 
 @dataclass
 class Bench:
-    """A benchmark as recorded: the aggregated metrics, the last repeat's result, the ledger's run id."""
+    """A benchmark as recorded: the aggregated metrics, the last repeat's result, the ledger's run id
+    (None: the ledger refused the write) and the run as it was written."""
 
     metrics: dict[str, Any]
     result: BenchResult
-    run_id: int
+    run_id: int | None
+    run: dict[str, Any]
 
     @property
     def valid(self) -> bool:
@@ -106,13 +108,20 @@ def record(ledger: Ledger, server: Server, metrics: dict[str, Any]) -> Bench:
     """The benchmark of ``server`` (its last result, the aggregated metrics) written to the ledger."""
     result = server.results[-1]
     base = server.launch or {}
-    run_id = ledger.record(kind="bench", name=server.name or result.url, host=base.get("host"),
-                           command=base.get("command", []), server=base.get("server"), version=base.get("version"),
-                           config=base.get("config", {}), environment=base.get("environment", {}),
-                           fingerprint=base.get("fingerprint"), outcome="ready" if result.valid else "incomplete",
-                           phases={}, workload=result.workload, metrics={**metrics, "requests": result.requests},
-                           elapsed=metrics["duration"], log=base.get("log"))
-    return Bench(metrics, result, run_id)
+    run = dict(kind="bench", name=server.name or result.url, host=base.get("host"),
+               command=base.get("command", []), server=base.get("server"), version=base.get("version"),
+               config=base.get("config", {}), environment=base.get("environment", {}),
+               fingerprint=base.get("fingerprint"), outcome="ready" if result.valid else "incomplete",
+               phases={}, workload=result.workload, metrics={**metrics, "requests": result.requests},
+               elapsed=metrics["duration"], log=base.get("log"))
+    try:
+        run_id: int | None = ledger.record(**run)
+    except LedgerError as e:
+        # A ledger that refuses a write after it opened (a disk that filled) costs the record,
+        # not the numbers measured: the caller still shows them, and says what was not recorded.
+        ledger.unrecorded.append(f"{e}: the benchmark's numbers were not recorded")
+        run_id = None
+    return Bench(metrics, result, run_id, {**run, "id": run_id})
 
 
 def bench(target: str | None, workload: Workload, how: Measure, *, ledger: Ledger,

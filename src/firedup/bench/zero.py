@@ -3,7 +3,7 @@ and streams ``max_tokens`` chunks for completions and chat completions, at
 once or paced like a decoding server, so a benchmark against it measures the
 client alone (``firedup bench --calibrate``, benchmarks/client.py).
 
-    python -m firedup.bench.zero [PACE_MS] [--log FILE]
+    python -m firedup.bench.zero [PACE_MS] [--log FILE] [--port PORT]
 
 prints its port. With ``--log``, each request is written to FILE as a JSON
 line with its response id, when its last byte reached the server's socket
@@ -117,14 +117,14 @@ class _Connection:
 
 
 class ZeroServer:
-    def __init__(self, pace: float = 0.0, log: IO[str] | None = None):
+    def __init__(self, pace: float = 0.0, log: IO[str] | None = None, port: int = 0):
         self.pace = pace  # seconds between tokens (0: all at once)
         self.log = log
         self.loop = asyncio.get_running_loop()
         self._ids = itertools.count()
         self._streams: list[_Stream] = []
         self._ticking = False
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self.listener = socket.create_server(("127.0.0.1", port), backlog=1024)
         self.listener.setblocking(False)
         self.port = self.listener.getsockname()[1]
         self.loop.add_reader(self.listener.fileno(), self._accept)
@@ -195,9 +195,10 @@ async def _main() -> None:
     ap = argparse.ArgumentParser(prog="python -m firedup.bench.zero")
     ap.add_argument("pace_ms", nargs="?", type=float, default=0.0, help="milliseconds between tokens (0: all at once)")
     ap.add_argument("--log", help="write each request's server-side times to this file")
+    ap.add_argument("--port", type=int, default=0, help="listen on this port, as a launched server does (default: any)")
     args = ap.parse_args()
     log = open(args.log, "a", buffering=1) if args.log else None
-    server = ZeroServer(args.pace_ms / 1000, log)
+    server = ZeroServer(args.pace_ms / 1000, log, args.port)
     print(server.port, flush=True)
     await asyncio.Event().wait()
 
