@@ -2,9 +2,13 @@
 
 import asyncio
 import json
+import os
+import signal
 import socket
 import statistics
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -15,7 +19,7 @@ from firedup.bench.run import calibrate, parse_prometheus, speculative
 from firedup.bench.workload import Workload, WorkloadError, load_dataset
 from firedup.ledger.store import Ledger
 
-from .conftest import run_cli
+from .conftest import run_cli, zero_server
 
 
 def test_percentile_interpolates_like_numpy():
@@ -290,6 +294,62 @@ def test_run_of_a_server_that_fails_says_why_and_benches_nothing(tmp_path):
     verdict = json.loads(proc.stdout.splitlines()[-1])
     assert proc.returncode == 1 and verdict["outcome"] == "failed" and verdict["cause"] == "missing_module"
     assert [r["kind"] for r in json.loads(run_cli("runs", "--json").stdout)] == ["launch"]
+
+
+def _served(path, at_least):
+    """Wait until the zero-work server's --log holds ``at_least`` requests answered."""
+    deadline = time.monotonic() + 60
+    while not path.exists() or len(path.read_text().splitlines()) < at_least:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("sig, code, vs", [(signal.SIGINT, 130, False), (signal.SIGTERM, 143, False),
+                                           (signal.SIGTERM, 143, True)])
+def test_an_interrupted_run_records_the_repeats_it_measured_and_stops_its_server(tmp_path, sig, code, vs):
+    dataset, requests = tmp_path / "prompts.jsonl", tmp_path / "requests.jsonl"
+    dataset.write_text('{"prompt": "say hi", "output_len": 10}\n')
+    url, serve = zero_server("20", "--log", str(requests))  # 20 ms a token: a request takes 200 ms
+    proc = subprocess.Popen([sys.executable, "-m", "firedup", "run", "--name", "cut",
+                             "--repeat", "2" if vs else "3",
+                             "--num-prompts", "4", "--warmup", "0", "--dataset", str(dataset), "--json", "--url", url,
+                             "--", *serve, *(["--vs", *serve] if vs else [])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    _served(requests, 9 if vs else 5)  # the first repeat(s) done (A B), and one request of the next under way
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code and out == b"", err
+    runs = json.loads(run_cli("runs", "--json").stdout)
+    assert [r["kind"] for r in runs] == ["bench"] * (2 if vs else 1) + ["launch"] * (3 if vs else 1)
+    for bench in runs[:2 if vs else 1]:
+        assert len(bench["metrics"]["repeats"]) == 1 and bench["metrics"]["completed"] == 4  # the cut one dropped
+        assert bench["metrics"]["cut_short"] == f"interrupted after 1 of {2 if vs else 3} repeats"
+    kept = (f"run {runs[1]['id']} (A: 1 of 2 repeats), run {runs[0]['id']} (B: 1 of 2 repeats)" if vs
+            else f"run {runs[0]['id']} (1 of 3 repeats)")
+    assert err.decode().startswith("firedup: interrupted; stopped the server's process group (terminated), log ")
+    assert err.decode().endswith(f"; recorded what was measured before: {kept}\n"), err
+    with pytest.raises(ConnectionRefusedError):  # the server was stopped
+        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=5).close()
+
+
+def test_a_start_that_fails_after_measured_repeats_records_them_and_says_so(tmp_path):
+    url, serve = zero_server()
+    server = tmp_path / "server.py"  # serves once; started again, fails
+    server.write_text("import os, sys\n"
+                      f"if os.path.exists({str(tmp_path / 'started')!r}):\n"
+                      "    print('Traceback (most recent call last):', flush=True)\n"
+                      "    print('ModuleNotFoundError: No module named \\'flash_attn\\'', flush=True)\n"
+                      "    sys.exit(1)\n"
+                      f"open({str(tmp_path / 'started')!r}, 'w').close()\n"
+                      f"os.execv(sys.executable, {serve!r})\n")
+    proc = run_cli("run", "--name", "once", "--repeat", "2", "--relaunch", "--num-prompts", "4", "--input-len", "4",
+                   "--output-len", "4", "--warmup", "0", "--json", "--url", url, "--", sys.executable, str(server))
+    assert proc.returncode == 1 and json.loads(proc.stdout.splitlines()[-1])["cause"] == "missing_module"
+    runs = json.loads(run_cli("runs", "--json").stdout)
+    assert [(r["kind"], r["outcome"]) for r in runs[1:]] == [("launch", "failed"), ("launch", "ready")]
+    assert runs[0]["kind"] == "bench" and len(runs[0]["metrics"]["repeats"]) == 1
+    assert runs[0]["metrics"]["cut_short"] == "a server start not ready (failed) after 1 of 2 repeats"
+    assert proc.stderr.decode() == f"firedup: recorded what was measured before: run {runs[0]['id']} (1 of 2 repeats)\n"
 
 
 def _tokenizer_file(tmp_path):

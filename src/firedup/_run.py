@@ -58,30 +58,58 @@ def run(argv: Sequence[str], *, vs: Sequence[str] | None = None, workload: Workl
 
     A server that does not become ready raises a ``ServerError`` carrying its
     verdict, a benchmark whose every request failed a ``BenchFailed`` (its
-    server stopped); what was measured before either is not recorded."""
+    server stopped), Ctrl-C or SIGTERM a ``KeyboardInterrupt``. The server being
+    measured is stopped; the repeats measured before a failed start or an
+    interruption are recorded all the same (their metrics say ``cut_short``, a
+    note on the exception names the runs), and the repeat under way is dropped."""
     ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
     workload = workload or Workload()
     how = session.Measure(repeat=repeat, model=model, percentiles=percentiles, goodput=goodput, api_key=api_key)
     start = Start(name=name, server=server, url=url, stall=stall, timeout=timeout, kill_on_stall=True,
                   port_check=port_check, slurm=slurm)
-    if vs is not None:
-        return _interleaved(list(argv), list(vs), start, workload, how, min_effect, ledger, sinks, on_result)
-    starts = repeat if relaunch else 1
-    results: list[BenchResult] = []
-    measured = None
-    for _ in range(starts):
-        measured = _start_and_bench(argv, start, workload, how, repeat // starts, ledger, sinks, on_result)
-        results += measured.results
-    assert measured is not None
-    measured.results = results
-    bench = session.record(ledger, measured, session.aggregated(results, across_starts=starts > 1))
-    return RunResult({"A": bench}, results=results)
+    commands = {"A": list(argv)}
+    if vs is None:
+        starts = repeat if relaunch else 1
+        plan = [("A", start, repeat // starts)] * starts
+    else:
+        if not argv or not vs:
+            raise InputError(f"run takes two commands at most: firedup run [options] -- CMD_A {VS} CMD_B")
+        if repeat < 2:
+            raise InputError("an interleaved run needs --repeat 2 or more (the pairs are the noise)")
+        commands["B"] = list(vs)
+        plan = [(side, replace(start, name=f"{start.name or 'ab'}-{side.lower()}"), 1)
+                for i in range(repeat) for side in ("AB" if i % 2 == 0 else "BA")]
+    servers: dict[str, session.Server] = {}
+    results: list[BenchResult] = []  # every repeat, in the order measured
+    order = ""
+    try:
+        for side, named, count in plan:
+            results += _start_and_bench(commands[side], named, workload, how, count, ledger, sinks, on_result,
+                                        servers, side)
+            order += side
+    except (KeyboardInterrupt, ServerError) as e:
+        # What was measured stays measured; a repeat cut off mid-way is not its workload's number.
+        why = "interrupted" if isinstance(e, KeyboardInterrupt) else f"a server start not ready ({e.verdict.outcome})"
+        kept = _record(ledger, servers, vs is not None, order, relaunch, f"{why} after {{}} of {repeat} repeats")
+        if kept:
+            e.add_note("recorded what was measured before: " + ", ".join(
+                f"{'not recorded' if b.run_id is None else f'run {b.run_id}'} "
+                f"({f'{side}: ' if vs is not None else ''}{len(servers[side].results)} of {repeat} repeats)"
+                for side, b in kept.items()))
+        raise
+    benches = _record(ledger, servers, vs is not None, order, relaunch)
+    if vs is None:
+        return RunResult(benches, results=results)
+    # a run the ledger refused (a disk that filled) is named by its side
+    report = compare([{**b.run, "id": side if b.run_id is None else b.run_id} for side, b in benches.items()],
+                     min_effect)
+    return RunResult(benches, order, report, results)
 
 
 def _start_and_bench(argv: Sequence[str], start: Start, workload: Workload, how: session.Measure, count: int,
-                     ledger: Ledger, sinks: Sequence[Sink],
-                     on_result: Callable[[RequestResult], None] | None) -> session.Server:
-    """One server start, benchmarked ``count`` times, then stopped."""
+                     ledger: Ledger, sinks: Sequence[Sink], on_result: Callable[[RequestResult], None] | None,
+                     servers: dict[str, session.Server], side: str) -> list[BenchResult]:
+    """One server start, benchmarked ``count`` times (each kept on ``servers[side]`` once measured), then stopped."""
     launched = launch(argv, start, sinks=sinks, ledger=ledger)
     try:
         verdict = launched.verdict
@@ -89,42 +117,33 @@ def _start_and_bench(argv: Sequence[str], start: Start, workload: Workload, how:
             raise ServerError.of(verdict, launched.record.log, launched.note)
         if not launched.record.url:
             raise InputError("the server's URL is not known: pass --url")
-        server = session.Server(launched.record.url, ledger.get(verdict.run_id) if verdict.run_id else None,
-                                launched.record.name)
-        session.measure(server, workload, how, count, on_result)
-        return server
-    finally:
-        launched.stop()
+        earlier = servers[side].results if side in servers else []
+        servers[side] = session.Server(launched.record.url, ledger.get(verdict.run_id) if verdict.run_id else None,
+                                       launched.record.name, earlier)
+        measured = session.measure(servers[side], workload, how, count, on_result)
+    except BaseException as e:  # Ctrl-C, SIGTERM, a failed start: never a server left running
+        stopped = launched.stop()
+        if stopped:
+            e.add_note(f"stopped the server's process group ({stopped}), log {launched.record.log}")
+        raise
+    launched.stop()
+    return measured
 
 
-def _interleaved(a: list[str], b: list[str], start: Start, workload: Workload, how: session.Measure,
-                 min_effect: float, ledger: Ledger, sinks: Sequence[Sink],
-                 on_result: Callable[[RequestResult], None] | None) -> RunResult:
-    if not a or not b:
-        raise InputError(f"run takes two commands at most: firedup run [options] -- CMD_A {VS} CMD_B")
-    if how.repeat < 2:
-        raise InputError("an interleaved run needs --repeat 2 or more (the pairs are the noise)")
-    commands = {"A": a, "B": b}
-    servers: dict[str, session.Server] = {}
-    results: list[BenchResult] = []
-    order = ""
-    for i in range(how.repeat):
-        for side in "AB" if i % 2 == 0 else "BA":
-            named = replace(start, name=f"{start.name or 'ab'}-{side.lower()}")
-            measured = _start_and_bench(commands[side], named, workload, how, 1, ledger, sinks, on_result)
-            if side in servers:
-                measured.results = servers[side].results + measured.results
-            servers[side] = measured
-            results += measured.results[-1:]
-            order += side
+def _record(ledger: Ledger, servers: dict[str, session.Server], interleaved: bool, order: str, relaunch: bool,
+            cut_short: str | None = None) -> dict[str, session.Bench]:
+    """Each configuration's repeats, aggregated and recorded (those that measured none left out);
+    ``cut_short``: why fewer were measured than asked ({} for how many were)."""
     group = uuid.uuid4().hex[:12]
     benches = {}
-    for side in "AB":
-        metrics = session.aggregated(servers[side].results, across_starts=True)
-        metrics.update(repeats_across="interleaved server starts",
-                       interleaved={"group": group, "side": side, "order": order})
-        benches[side] = session.record(ledger, servers[side], metrics)
-    # a run the ledger refused (a disk that filled) is named by its side
-    report = compare([{**b.run, "id": side if b.run_id is None else b.run_id} for side, b in benches.items()],
-                     min_effect)
-    return RunResult(benches, order, report, results)
+    for side, server in servers.items():
+        if not server.results:
+            continue
+        metrics = session.aggregated(server.results, across_starts=interleaved or relaunch)
+        if interleaved:
+            metrics.update(repeats_across="interleaved server starts",
+                           interleaved={"group": group, "side": side, "order": order})
+        if cut_short:
+            metrics["cut_short"] = cut_short.format(len(server.results))
+        benches[side] = session.record(ledger, server, metrics)
+    return dict(sorted(benches.items()))

@@ -237,7 +237,10 @@ def _run(args: argparse.Namespace, ledger: Ledger) -> int:
                            slurm=options.slurm_job(args), min_effect=args.min_effect, ledger=ledger,
                            sinks=sinks, on_result=tick)
     except ServerError as e:  # the start's verdict, as launch shows it
-        return _finish(sinks or [JsonEvents()], e.verdict, e.note)
+        code = _finish(sinks or [JsonEvents()], e.verdict, e.note)
+        for note in getattr(e, "__notes__", ()):  # a later start's: what was measured before it, recorded
+            print(f"firedup: {note}", file=sys.stderr)
+        return code
     if ran.comparison is None:
         return _show_bench(args, console, ran.benches["A"])
     ids = {side: bench.run_id for side, bench in ran.benches.items()}

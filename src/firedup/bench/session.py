@@ -83,15 +83,16 @@ def model_for(measure: Measure, launch: dict[str, Any] | None) -> tuple[str | No
 
 def measure(server: Server, workload: Workload, how: Measure, count: int,
             on_result: Callable[[metrics.RequestResult], None] | None = None) -> list[BenchResult]:
-    """``count`` benchmarks of the server, one after the other (also kept on ``server.results``)."""
+    """``count`` benchmarks of the server, one after the other (also kept on ``server.results``, each once measured)."""
     model, model_source = model_for(how, server.launch)
-    results = []
+    before = len(server.results)
     for _ in range(count):
         kwargs: dict[str, Any] = {"model": model, "model_source": model_source, "percentiles": list(how.percentiles),
                                   "goodput": how.goodput, "api_key": how.api_key, "on_result": on_result}
-        results.append(calibrate(workload, **kwargs) if how.calibrate else run_once(server.url, workload, **kwargs))
-    server.results += results
-    return results
+        # each kept as soon as it is measured: an interrupted run still records it
+        server.results.append(calibrate(workload, **kwargs) if how.calibrate
+                              else run_once(server.url, workload, **kwargs))
+    return server.results[before:]
 
 
 def aggregated(results: list[BenchResult], across_starts: bool) -> dict[str, Any]:
