@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from firedup import BenchFailed
 from firedup.bench.compare import aggregate, classify, compare, gatekept, holm, pvalue, t_pvalue, workload_differences
 from firedup.bench.metrics import RequestResult, compute, percentile
 from firedup.bench.prompts import WORDS, ServerTokenizer, Tokenizer, fitted, from_tokenizer, lengths
@@ -296,6 +297,53 @@ def test_run_of_a_server_that_fails_says_why_and_benches_nothing(tmp_path):
     assert [r["kind"] for r in json.loads(run_cli("runs", "--json").stdout)] == ["launch"]
 
 
+def _failing_repeat(monkeypatch, which):
+    """The ``which``-th benchmark measured (from 1) measures nothing: every request failed."""
+    from firedup.bench import session
+    calls = []
+    real = session.run_once
+
+    def run_once(url, workload, **kwargs):
+        calls.append(url)
+        if len(calls) == which:
+            raise BenchFailed("all 4 requests failed, so nothing was measured; the first: HTTP 503: busy")
+        return real(url, workload, **kwargs)
+
+    monkeypatch.setattr(session, "run_once", run_once)
+
+
+@pytest.mark.parametrize("vs", [False, True])
+def test_a_repeat_that_measured_nothing_is_said_and_the_others_are_recorded(monkeypatch, capsys, vs):
+    from firedup import cli
+
+    _failing_repeat(monkeypatch, 2)  # with --vs, started A B B A A B: B's first
+    url, serve = zero_server()
+    code = cli.main(["run", "--repeat", "3", "--num-prompts", "4", "--input-len", "4", "--output-len", "4",
+                     "--warmup", "0", "--json", "--url", url, "--", *serve, *(["--vs", *serve] if vs else [])])
+    out = json.loads(capsys.readouterr().out)
+    assert code in (0, 1)  # 1: the zero-work server can make the client the bottleneck
+    failed = {"repeat": 1 if vs else 2,
+              "error": "all 4 requests failed, so nothing was measured; the first: HTTP 503: busy"}
+    benches = {r["id"]: r for r in json.loads(run_cli("runs", "--json").stdout) if r["kind"] == "bench"}
+    if vs:
+        assert out["failed_repeats"] == {"B": [failed]}
+        a, b = benches[out["runs"]["A"]]["metrics"], benches[out["runs"]["B"]]["metrics"]
+        assert (len(a["repeats"]), len(b["repeats"])) == (3, 2) and b["failed_repeats"] == [failed]
+        assert (a["interleaved"]["rounds"], b["interleaved"]["rounds"]) == ([0, 1, 2], [1, 2])
+    else:
+        assert out["failed_repeats"] == [failed] and len(out["repeats"]) == 2
+        assert benches[out["run_id"]]["metrics"]["failed_repeats"] == [failed]
+
+
+def test_interleaved_repeats_pair_by_their_round_when_one_measured_nothing():
+    with Ledger() as ledger:
+        ids = {"group": "g", "order": "ABBAAB"}
+        a = _bench_run(ledger, throughput=[100, 200, 300], interleaved={**ids, "side": "A", "rounds": [0, 1, 2]})
+        b = _bench_run(ledger, throughput=[201, 302], interleaved={**ids, "side": "B", "rounds": [1, 2]})
+        rows = {r["metric"]: r["changes"][0] for r in compare([ledger.get(a), ledger.get(b)])["rows"]}
+    assert rows["output_throughput"]["p"] == pvalue([200, 300], [201, 302], paired=True)
+
+
 def _served(path, at_least):
     """Wait until the zero-work server's --log holds ``at_least`` requests answered."""
     deadline = time.monotonic() + 60
@@ -327,7 +375,7 @@ def test_an_interrupted_run_records_the_repeats_it_measured_and_stops_its_server
     kept = (f"run {runs[1]['id']} (A: 1 of 2 repeats), run {runs[0]['id']} (B: 1 of 2 repeats)" if vs
             else f"run {runs[0]['id']} (1 of 3 repeats)")
     assert err.decode().startswith("firedup: interrupted; stopped the server's process group (terminated), log ")
-    assert err.decode().endswith(f"; recorded what was measured before: {kept}\n"), err
+    assert err.decode().endswith(f"; recorded what was measured: {kept}\n"), err
     with pytest.raises(ConnectionRefusedError):  # the server was stopped
         socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=5).close()
 
@@ -349,7 +397,7 @@ def test_a_start_that_fails_after_measured_repeats_records_them_and_says_so(tmp_
     assert [(r["kind"], r["outcome"]) for r in runs[1:]] == [("launch", "failed"), ("launch", "ready")]
     assert runs[0]["kind"] == "bench" and len(runs[0]["metrics"]["repeats"]) == 1
     assert runs[0]["metrics"]["cut_short"] == "a server start not ready (failed) after 1 of 2 repeats"
-    assert proc.stderr.decode() == f"firedup: recorded what was measured before: run {runs[0]['id']} (1 of 2 repeats)\n"
+    assert proc.stderr.decode() == f"firedup: recorded what was measured: run {runs[0]['id']} (1 of 2 repeats)\n"
 
 
 def _tokenizer_file(tmp_path):

@@ -81,23 +81,26 @@ def run(argv: Sequence[str], *, vs: Sequence[str] | None = None, workload: Workl
                 for i in range(repeat) for side in ("AB" if i % 2 == 0 else "BA")]
     servers: dict[str, session.Server] = {}
     results: list[BenchResult] = []  # every repeat, in the order measured
+    rounds: dict[str, list[int]] = {side: [] for side in commands}  # each repeat's round of starts (--vs)
     order = ""
     try:
         for side, named, count in plan:
-            results += _start_and_bench(commands[side], named, workload, how, count, ledger, sinks, on_result,
+            measured = _start_and_bench(commands[side], named, workload, how, count, ledger, sinks, on_result,
                                         servers, side)
+            rounds[side] += [order.count(side)] * len(measured)
+            results += measured
             order += side
     except (KeyboardInterrupt, ServerError) as e:
         # What was measured stays measured; a repeat cut off mid-way is not its workload's number.
         why = "interrupted" if isinstance(e, KeyboardInterrupt) else f"a server start not ready ({e.verdict.outcome})"
-        kept = _record(ledger, servers, vs is not None, order, relaunch, f"{why} after {{}} of {repeat} repeats")
-        if kept:
-            e.add_note("recorded what was measured before: " + ", ".join(
-                f"{'not recorded' if b.run_id is None else f'run {b.run_id}'} "
-                f"({f'{side}: ' if vs is not None else ''}{len(servers[side].results)} of {repeat} repeats)"
-                for side, b in kept.items()))
+        _say_recorded(e, _record(ledger, servers, rounds if vs is not None else None, order, relaunch,
+                                 f"{why} after {{}} of {repeat} repeats"), servers, repeat, vs is not None)
         raise
-    benches = _record(ledger, servers, vs is not None, order, relaunch)
+    benches = _record(ledger, servers, rounds if vs is not None else None, order, relaunch)
+    error = next(filter(None, map(session.lost, servers.values())), None)
+    if error is not None:  # a configuration whose every repeat measured nothing: its first error says why
+        _say_recorded(error, benches, servers, repeat, vs is not None)
+        raise error
     if vs is None:
         return RunResult(benches, results=results)
     # a run the ledger refused (a disk that filled) is named by its side
@@ -117,9 +120,11 @@ def _start_and_bench(argv: Sequence[str], start: Start, workload: Workload, how:
             raise ServerError.of(verdict, launched.record.log, launched.note)
         if not launched.record.url:
             raise InputError("the server's URL is not known: pass --url")
-        earlier = servers[side].results if side in servers else []
-        servers[side] = session.Server(launched.record.url, ledger.get(verdict.run_id) if verdict.run_id else None,
-                                       launched.record.name, earlier)
+        recorded = ledger.get(verdict.run_id) if verdict.run_id else None
+        if side in servers:  # this start's server, with the repeats of the configuration's earlier starts
+            servers[side] = replace(servers[side], url=launched.record.url, launch=recorded, name=launched.record.name)
+        else:
+            servers[side] = session.Server(launched.record.url, recorded, launched.record.name)
         measured = session.measure(servers[side], workload, how, count, on_result)
     except BaseException as e:  # Ctrl-C, SIGTERM, a failed start: never a server left running
         stopped = launched.stop()
@@ -130,20 +135,31 @@ def _start_and_bench(argv: Sequence[str], start: Start, workload: Workload, how:
     return measured
 
 
-def _record(ledger: Ledger, servers: dict[str, session.Server], interleaved: bool, order: str, relaunch: bool,
-            cut_short: str | None = None) -> dict[str, session.Bench]:
+def _record(ledger: Ledger, servers: dict[str, session.Server], rounds: dict[str, list[int]] | None, order: str,
+            relaunch: bool, cut_short: str | None = None) -> dict[str, session.Bench]:
     """Each configuration's repeats, aggregated and recorded (those that measured none left out);
-    ``cut_short``: why fewer were measured than asked ({} for how many were)."""
+    ``rounds``: interleaved, each repeat's round; ``cut_short``: why fewer were measured than asked
+    ({} for how many were)."""
     group = uuid.uuid4().hex[:12]
     benches = {}
     for side, server in servers.items():
         if not server.results:
             continue
-        metrics = session.aggregated(server.results, across_starts=interleaved or relaunch)
-        if interleaved:
+        metrics = session.aggregated(server, across_starts=rounds is not None or relaunch)
+        if rounds is not None:
             metrics.update(repeats_across="interleaved server starts",
-                           interleaved={"group": group, "side": side, "order": order})
+                           interleaved={"group": group, "side": side, "order": order, "rounds": rounds[side]})
         if cut_short:
             metrics["cut_short"] = cut_short.format(len(server.results))
         benches[side] = session.record(ledger, server, metrics)
     return dict(sorted(benches.items()))
+
+
+def _say_recorded(error: BaseException, benches: dict[str, session.Bench], servers: dict[str, session.Server],
+                  repeat: int, interleaved: bool) -> None:
+    """A note on the error that ends a run: the runs that hold what it had measured."""
+    if benches:
+        error.add_note("recorded what was measured: " + ", ".join(
+            f"{'not recorded' if b.run_id is None else f'run {b.run_id}'} "
+            f"({f'{side}: ' if interleaved else ''}{len(servers[side].results)} of {repeat} repeats)"
+            for side, b in benches.items()))

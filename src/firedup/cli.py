@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -197,11 +198,16 @@ def _show_bench(args: argparse.Namespace, console: Console, bench: session.Bench
                           "run_id": run_id}, default=str))
     else:
         view.bench_report({**metrics, "health": result.health, "speculative": result.speculative,
-                           "warnings": result.warnings}, console)
+                           "warnings": result.warnings + _failed_repeats(metrics)}, console)
         if run_id is not None:  # else the line on stderr says it was not recorded
             console.print(Text(f"recorded as run {run_id} (firedup show {run_id}; firedup compare {run_id} OTHER)",
                                "dim"))
     return 0 if bench.valid else 1
+
+
+def _failed_repeats(metrics: dict[str, Any]) -> list[str]:
+    return [f"repeat {f['repeat']} measured nothing and is left out: {f['error']}"
+            for f in metrics.get("failed_repeats", ())]
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -246,15 +252,20 @@ def _run(args: argparse.Namespace, ledger: Ledger) -> int:
     ids = {side: bench.run_id for side, bench in ran.benches.items()}
     # exit 1 says some repeat was the client's number, not the server's: say which problems
     problems = sorted({p for r in ran.results for p in r.health["problems"]})
+    failed = {side: bench.metrics["failed_repeats"] for side, bench in ran.benches.items()
+              if "failed_repeats" in bench.metrics}
     if args.json:
         print(json.dumps({"runs": ids, "order": ran.order, "compare": ran.comparison, "valid": ran.valid,
-                          "problems": problems}, default=str))
+                          "problems": problems, **({"failed_repeats": failed} if failed else {})}, default=str))
     else:
         view.compare_table(ran.comparison, console)
         started = f"started {' '.join(ran.order)}"
         console.print(Text(f"recorded as runs {ids['A']} (A) and {ids['B']} (B), {started} "
                            f"(firedup compare {ids['A']} {ids['B']})" if None not in ids.values()
                            else f"{started}; not recorded", "dim"))
+        for side, bench in ran.benches.items():
+            for line in _failed_repeats(bench.metrics):
+                console.print(Text(f"note: {side}'s {line}", "yellow"))
         if not ran.valid:
             console.print(Text("not the servers' numbers in every repeat: the client was the bottleneck ("
                                + "; ".join(problems) + ")", "bold red"))
@@ -286,11 +297,16 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         raise  # not the user's input: the reader of our output went away
     except BenchFailed as e:  # requests sent and none answered: a failed benchmark, not bad usage
-        print(f"firedup: {e}", file=sys.stderr)
+        _say_error(e)
         return BENCH_FAILED
     except (FiredupError, OSError) as e:  # OSError: the system's answer (a file, a socket, a permission)
-        print(f"firedup: {e}", file=sys.stderr)
+        _say_error(e)
         return USAGE_ERROR
+
+
+def _say_error(e: Exception) -> None:
+    """One line, with what was done on the way out (a server stopped, what was measured recorded)."""
+    print("firedup: " + "; ".join([str(e), *getattr(e, "__notes__", [])]), file=sys.stderr)
 
 
 class Terminated(KeyboardInterrupt):

@@ -169,6 +169,16 @@ def interleaved(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return bool(ia) and ia.get("group") == ib.get("group") and ia.get("side") != ib.get("side")
 
 
+def _pairs(a_run: dict[str, Any], b_run: dict[str, Any], a: list[float],
+           b: list[float]) -> tuple[list[float], list[float]]:
+    """Interleaved repeats paired by their round of starts: a round whose repeat measured nothing on
+    one side pairs nothing (runs recorded before rounds were: in order)."""
+    rounds_b = dict(zip(b_run["metrics"]["interleaved"].get("rounds", range(len(b))), b))
+    pairs = [(x, rounds_b[r]) for r, x in zip(a_run["metrics"]["interleaved"].get("rounds", range(len(a))), a)
+             if r in rounds_b]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
 def compare(runs: list[dict[str, Any]], min_effect_pct: float = MIN_EFFECT_PCT) -> dict[str, Any]:
     base = runs[0]
     rows: list[dict[str, Any]] = []
@@ -187,7 +197,8 @@ def compare(runs: list[dict[str, Any]], min_effect_pct: float = MIN_EFFECT_PCT) 
             a, b = _samples(base, row["metric"]), _samples(other, row["metric"])
             mean_a = statistics.fmean(a)
             delta = (statistics.fmean(b) - mean_a) / mean_a * 100 if b and mean_a else (0.0 if b == a else None)
-            changes.append({"delta_pct": delta, "p": None if not b or delta == 0 else pvalue(a, b, paired)})
+            pairs = _pairs(base, other, a, b) if paired else (a, b)
+            changes.append({"delta_pct": delta, "p": None if not b or delta == 0 else pvalue(*pairs, paired)})
         tested = {row["metric"]: c for row, c in zip(rows, changes) if c["p"] is not None}
         for metric, adjusted in gatekept({m: c["p"] for m, c in tested.items()}).items():
             tested[metric]["p"] = adjusted  # reported adjusted: compare it with ALPHA as it stands

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import __version__, registry
-from .._exceptions import InputError, LedgerError
+from .._exceptions import BenchFailed, HttpError, InputError, LedgerError
 from ..ledger.store import Ledger
 from . import metrics
 from .compare import MIN_EFFECT_PCT, aggregate, compare, workload_differences
@@ -54,6 +54,12 @@ class Server:
     launch: dict[str, Any] | None = None
     name: str | None = None
     results: list[BenchResult] = field(default_factory=list)
+    failed: list[tuple[int, Exception]] = field(default_factory=list)  # repeats that measured nothing: (number, why)
+
+
+# What makes one repeat measure nothing while the others may measure: every request failed, or
+# the server stopped answering (a connection refused, no answer, an HTTP error asking its model).
+REPEAT_FAILED = (BenchFailed, HttpError, OSError)
 
 
 def resolve(ledger: Ledger, target: str | None) -> Server:
@@ -83,26 +89,41 @@ def model_for(measure: Measure, launch: dict[str, Any] | None) -> tuple[str | No
 
 def measure(server: Server, workload: Workload, how: Measure, count: int,
             on_result: Callable[[metrics.RequestResult], None] | None = None) -> list[BenchResult]:
-    """``count`` benchmarks of the server, one after the other (also kept on ``server.results``, each once measured)."""
+    """``count`` benchmarks of the server, one after the other (also kept on ``server.results``, each once
+    measured); one that measured nothing is kept on ``server.failed``, and the others go on."""
     model, model_source = model_for(how, server.launch)
     before = len(server.results)
     for _ in range(count):
         kwargs: dict[str, Any] = {"model": model, "model_source": model_source, "percentiles": list(how.percentiles),
                                   "goodput": how.goodput, "api_key": how.api_key, "on_result": on_result}
-        # each kept as soon as it is measured: an interrupted run still records it
-        server.results.append(calibrate(workload, **kwargs) if how.calibrate
-                              else run_once(server.url, workload, **kwargs))
+        try:
+            # each kept as soon as it is measured: an interrupted run still records it
+            server.results.append(calibrate(workload, **kwargs) if how.calibrate
+                                  else run_once(server.url, workload, **kwargs))
+        except BrokenPipeError:
+            raise  # the reader of firedup's output went away, not the server
+        except REPEAT_FAILED as e:
+            server.failed.append((len(server.results) + len(server.failed) + 1, e))
     return server.results[before:]
 
 
-def aggregated(results: list[BenchResult], across_starts: bool) -> dict[str, Any]:
-    """One metrics dict from repeats: means, with each repeat kept, and what the noise covers."""
+def aggregated(server: Server, across_starts: bool) -> dict[str, Any]:
+    """One metrics dict from the server's repeats: means, with each repeat kept, what the noise
+    covers, and the repeats that measured nothing (``failed_repeats``: their numbers and why)."""
+    results = server.results
     out = aggregate([{**r.metrics, "client": f"firedup {__version__}", "model": r.model,
                       "model_source": r.model_source,
                       "health": r.health, "speculative": r.speculative} for r in results])
     if len(results) > 1:  # what the run-to-run noise covers
         out["repeats_across"] = "server starts" if across_starts else "one server start"
+    if server.failed:
+        out["failed_repeats"] = [{"repeat": n, "error": str(e)} for n, e in server.failed]
     return out
+
+
+def lost(server: Server) -> Exception | None:
+    """Why a server measured nothing at all (its first repeat's error), None if it measured."""
+    return None if server.results or not server.failed else server.failed[0][1]
 
 
 def record(ledger: Ledger, server: Server, metrics: dict[str, Any]) -> Bench:
@@ -131,8 +152,11 @@ def bench(target: str | None, workload: Workload, how: Measure, *, ledger: Ledge
     server start) and record it; with ``how.calibrate``, the client's own
     ceiling against a zero-work server."""
     server = Server("", name="calibrate") if how.calibrate else resolve(ledger, target)
-    results = measure(server, workload, how, how.repeat, on_result)
-    return record(ledger, server, aggregated(results, across_starts=False))
+    measure(server, workload, how, how.repeat, on_result)
+    error = lost(server)
+    if error is not None:
+        raise error
+    return record(ledger, server, aggregated(server, across_starts=False))
 
 
 def compare_runs(ledger: Ledger, numbers: Sequence[int], *, min_effect: float = MIN_EFFECT_PCT,
