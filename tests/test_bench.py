@@ -335,6 +335,16 @@ def test_a_repeat_that_measured_nothing_is_said_and_the_others_are_recorded(monk
         assert benches[out["run_id"]]["metrics"]["failed_repeats"] == [failed]
 
 
+def test_an_env_prefix_is_compared_as_the_environment_not_the_arguments(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    url, serve = zero_server()
+    proc = run_cli("run", "--repeat", "2", "--num-prompts", "4", "--input-len", "4", "--output-len", "4", "--warmup",
+                   "0", "--json", "--url", url, "--", "env", "OMP_NUM_THREADS=1", *serve, "--vs", *serve)
+    assert proc.returncode in (0, 1), proc.stderr  # 1: the zero-work server can make the client the bottleneck
+    assert json.loads(proc.stdout)["compare"]["changes"] == [
+        [{"section": "env", "key": "OMP_NUM_THREADS", "a": "1", "b": None}]]
+
+
 def test_interleaved_repeats_pair_by_their_round_when_one_measured_nothing():
     with Ledger() as ledger:
         ids = {"group": "g", "order": "ABBAAB"}

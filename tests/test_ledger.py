@@ -155,6 +155,42 @@ def test_environment_comes_from_the_servers_own_interpreter():
     assert environment.interpreter(["env", "A=1", sys.executable, "-c", "x"]) == sys.executable
 
 
+def test_an_env_prefix_is_the_runs_environment_not_its_arguments(monkeypatch):
+    through, base = environment.through_env, {"HOME": "/h", "NCCL_DEBUG": "INFO"}
+    assert through(["env", "OMP_NUM_THREADS=1", "vllm", "serve", "m"], base) == (
+        ["vllm", "serve", "m"], {**base, "OMP_NUM_THREADS": "1"})
+    assert through(["/usr/bin/env", "-i", "A=1", "python", "-c", "x=1"], base) == (["python", "-c", "x=1"], {"A": "1"})
+    assert through(["env", "-u", "NCCL_DEBUG", "--unset=HOME", "vllm"], base) == (["vllm"], {})
+    assert through(["env", "-uNCCL_DEBUG", "--", "B=2", "vllm"], base) == (["vllm"], {"HOME": "/h", "B": "2"})
+    for as_is in (["env", "-S", "A=1 vllm"], ["vllm", "serve", "A=1"]):  # an option not read here; no env
+        assert through(as_is, base) == (as_is, base)
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    token = "hf_" + "a1B2c3D4" * 5
+    snap = environment.snapshot(["env", "-u", "NCCL_DEBUG", "OMP_NUM_THREADS=1", "FOO=bar", f"HF_TOKEN={token}",
+                                 sys.executable, "-c", "x"])
+    assert snap["packages"]["python"] == sys.version.split()[0]
+    assert {k: snap["env"].get(k) for k in ("OMP_NUM_THREADS", "FOO", "HF_TOKEN", "NCCL_DEBUG")} == {
+        "OMP_NUM_THREADS": "1", "FOO": "bar", "HF_TOKEN": "<redacted>", "NCCL_DEBUG": None}
+
+    def run(command, env):
+        return {"command": command, "server": "vllm", "version": None, "config": {}, "phases": {},
+                "environment": {"packages": {}, "env": env}}
+
+    plain = run(["vllm", "serve", "m"], {"NCCL_DEBUG": "INFO"})
+    prefixed = ["env", "OMP_NUM_THREADS=1", "vllm", "serve", "m"]
+    # recorded now, and before snapshots held the prefix's variables: the same change
+    for other in (run(prefixed, {"NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "1"}), run(prefixed, {"NCCL_DEBUG": "INFO"})):
+        assert history.diff(plain, other) == [{"section": "env", "key": "OMP_NUM_THREADS", "a": None, "b": "1"}]
+
+
+def test_a_shells_variable_assignment_before_the_command_is_refused_with_the_way_to_set_it():
+    proc = run_cli("launch", "--", "OMP_NUM_THREADS=1", sys.executable, "-c", "x")
+    assert proc.returncode == 2 and proc.stderr.decode() == (
+        "firedup: cannot start OMP_NUM_THREADS=1: No such file or directory "
+        "(to set a variable: env OMP_NUM_THREADS=1 CMD ...)\n")
+
+
 def test_fingerprint_ignores_where_the_server_listens():
     a = history.fingerprint("vllm", ["/venv/bin/python", "-m", "vllm", "--model", "m", "--port", "8000"], None)
     b = history.fingerprint("vllm", ["/other/bin/python", "-m", "vllm", "--port=9000", "--model", "m"], None)

@@ -192,7 +192,9 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     try:
         popen = process.start(argv, log_path, env=env)
     except FileNotFoundError as e:
-        raise InputError(f"cannot start {argv[0]}: {e.strerror}") from None
+        # NAME=VALUE CMD is a shell's way; firedup starts the command itself, with no shell
+        hint = f" (to set a variable: env {argv[0]} CMD ...)" if "=" in argv[0] else ""
+        raise InputError(f"cannot start {argv[0]}: {e.strerror}{hint}") from None
     snapshot = _Background(environment.snapshot, argv, env if env is not None else os.environ)
     try:
         created = psutil.Process(popen.pid).create_time()

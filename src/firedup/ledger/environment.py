@@ -57,15 +57,40 @@ def steering_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return redact({k: v for k, v in sorted(env.items()) if STEERING.search(k)})
 
 
+def through_env(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """A command started through env(1), ``env [-i] [-u NAME]... [NAME=VALUE]... CMD ...``: the command
+    it runs and the environment it runs it in, from ``env``. Any other command (and one with an
+    option of env's not read here: -S, -C) is returned as it is, with ``env``: firedup starts
+    commands without a shell, so a bare ``NAME=VALUE CMD`` does not run."""
+    out = dict(env)
+    if not argv or os.path.basename(argv[0]) != "env":
+        return list(argv), out
+    args = list(argv[1:])
+    while args and args[0].startswith("-"):
+        arg = args.pop(0)
+        if arg in ("-i", "--ignore-environment", "-"):
+            out.clear()
+        elif arg in ("-u", "--unset") and args:
+            out.pop(args.pop(0), None)
+        elif arg.startswith(("-u", "--unset=")):
+            out.pop(arg.removeprefix("--unset=").removeprefix("-u"), None)
+        elif arg == "--":
+            break
+        else:
+            return list(argv), dict(env)
+    while args and "=" in args[0].lstrip("="):
+        name, _, value = args.pop(0).partition("=")
+        out[name] = value
+    return args, out
+
+
 def interpreter(argv: Sequence[str]) -> str | None:
     """The Python that will run the server: argv[0] itself, or a console
     script's shebang (vllm, transformers, text-generation-server ...)."""
+    argv = through_env(argv, {})[0]  # env VAR=1 python ...
     if not argv:
         return None
     first = argv[0]
-    if os.path.basename(first) == "env":  # env VAR=1 python ... / env python ...
-        rest = [a for a in argv[1:] if "=" not in a or a.startswith("-")]
-        return interpreter(rest) if rest else None
     path = shutil.which(first) or (first if os.path.exists(first) else None)
     if path is None:
         return None
@@ -107,5 +132,9 @@ def gpus() -> dict[str, object]:
 
 
 def snapshot(argv: Sequence[str], env: Mapping[str, str] | None = None) -> dict[str, object]:
-    """The environment a local server starts in."""
-    return {"packages": versions(interpreter(argv)), **gpus(), "env": steering_env(env)}
+    """The environment a local server starts in: through an ``env NAME=VALUE ...`` prefix, the
+    variables it sets or unsets too (they are this run's environment, not its arguments)."""
+    command, effective = through_env(argv, os.environ if env is None else env)
+    assigned = through_env(argv, {})[1]  # the prefix's own, steering or not: the user chose them for this run
+    return {"packages": versions(interpreter(command)), **gpus(),
+            "env": dict(sorted({**steering_env(effective), **redact(assigned)}.items()))}

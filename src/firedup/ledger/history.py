@@ -12,6 +12,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from . import environment
+
 # Flags that do not change how a server starts: where it listens, how it logs.
 NEUTRAL_FLAGS = {"--port", "--host", "--hostname", "--log-level", "--uvicorn-log-level", "--api-key",
                  "--served-model-name", "--log-config-file", "--ssl-keyfile", "--ssl-certfile"}
@@ -84,6 +86,13 @@ def anomalies(phases: dict[str, float], usual: dict[str, dict[str, float]]) -> l
     return out
 
 
+def _started(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The command a run started, less an ``env NAME=VALUE ...`` prefix, and its snapshot's variables
+    with the prefix's (a run recorded before snapshots held them has them from its command line)."""
+    command, env = environment.through_env(run["command"], (run.get("environment") or {}).get("env", {}))
+    return command, environment.redact(env)
+
+
 def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     """What differs from run a to run b: configuration, packages, driver and
     GPUs, steering environment variables, phase durations."""
@@ -94,7 +103,8 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
             if old.get(key) != new.get(key):
                 out.append({"section": section, "key": key, "a": old.get(key), "b": new.get(key)})
 
-    compare("command", {"args": " ".join(startup_args(a["command"]))}, {"args": " ".join(startup_args(b["command"]))})
+    (command_a, env_a), (command_b, env_b) = _started(a), _started(b)
+    compare("command", {"args": " ".join(startup_args(command_a))}, {"args": " ".join(startup_args(command_b))})
     compare("server", {"server": a["server"], "version": a["version"]},
             {"server": b["server"], "version": b["version"]})
     compare("config", a["config"], b["config"])
@@ -102,7 +112,7 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     if ea and eb:
         compare("packages", ea.get("packages", {}), eb.get("packages", {}))
         compare("gpu", {k: ea.get(k) for k in ("driver", "gpus")}, {k: eb.get(k) for k in ("driver", "gpus")})
-        compare("env", ea.get("env", {}), eb.get("env", {}))
+        compare("env", env_a, env_b)
     elif ea or eb:  # a run without a snapshot (nothing started, or it could not be taken) says nothing of these
         out.append({"section": "environment", "key": "snapshot", "a": "taken" if ea else "missing",
                     "b": "taken" if eb else "missing"})
