@@ -5,6 +5,7 @@ import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -242,6 +243,21 @@ def test_cli_launch_json_events(tmp_path):
         assert events[-1]["note"].startswith("running: pid")
     finally:
         run_cli("stop", "j")
+
+
+# docs/contract.md: every field of diagnose --json, and the live ones
+VERDICT_FIELDS = {"outcome", "cause", "server", "phase", "evidence", "explanation", "remedy", "progress", "config",
+                  "benign", "version", "elapsed", "phases", "exit_code"}
+
+
+def test_cli_launch_onto_a_taken_port_prints_a_whole_verdict(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        port = holder.getsockname()[1]
+        proc = run_cli("launch", "--json", "--name", "p", "--", sys.executable, "-c", "pass", "--port", str(port))
+    verdict = json.loads(proc.stdout.splitlines()[-1])
+    assert proc.returncode == 1 and (verdict["event"], verdict["cause"]) == ("failed", "port_in_use")
+    assert VERDICT_FIELDS <= verdict.keys(), VERDICT_FIELDS - verdict.keys()
+    assert (verdict["elapsed"], verdict["phases"], verdict["exit_code"]) == (0.0, {}, None)
 
 
 def test_python_api_and_fixture(tmp_path, firedup_server):

@@ -351,14 +351,17 @@ class Verdict:
     def code(self) -> int:
         return self.outcome.exit_code
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, live: bool = False) -> dict[str, Any]:
+        """``live``: the last of a watch's or launch's JSON events, which always
+        carries its clock (elapsed, phases, exit code), also when it was
+        decided before anything ran (a port already taken)."""
         d: dict[str, Any] = {
             "outcome": self.outcome, "cause": self.cause, "server": self.server,
             "phase": self.phase, "evidence": self.evidence, "explanation": self.explanation,
             "remedy": self.remedy, "progress": self.progress, "config": self.config,
             "benign": self.benign, "version": self.version,
         }
-        if self.elapsed or self.exit_code is not None:
+        if live or self.elapsed or self.exit_code is not None:
             d.update(elapsed=round(self.elapsed, 3), phases=self.phases, exit_code=self.exit_code)
         if self.stacks:
             d["stacks"] = self.stacks

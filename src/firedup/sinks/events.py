@@ -21,7 +21,7 @@ class JsonEvents:
         pass
 
     def verdict(self, verdict: Verdict, note: str | None = None, *, target: str | None = None) -> None:
-        fields = verdict.to_dict()
+        fields = verdict.to_dict(live=True)
         if note:
             fields["note"] = note
         self.event(verdict.elapsed, verdict.outcome, **({"target": target} if target else {}), **fields)
