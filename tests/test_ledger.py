@@ -267,7 +267,7 @@ def test_a_start_refused_before_the_server_ran_lists_no_changes(tmp_path):
                       phases={"init": 5.0})
         memory = Memory(ledger, "transformers", argv)
         assert memory.last_good is not None
-        refused = memory.remember(port_taken(18000, ["pid 1 (x)"], "transformers"), kind="launch", name="t",
+        refused = memory.remember(port_taken(18000, [("pid 1 (x)", "kill 1")], "transformers"), kind="launch", name="t",
                                   log=None, environment=None)
         assert refused.outcome == "failed" and refused.cause == "port_in_use" and refused.changes == []
         failed = Memory(ledger, "transformers", argv).remember(

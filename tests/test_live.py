@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from rich.console import Console
@@ -258,6 +259,26 @@ def test_cli_launch_onto_a_taken_port_prints_a_whole_verdict(tmp_path):
     assert proc.returncode == 1 and (verdict["event"], verdict["cause"]) == ("failed", "port_in_use")
     assert VERDICT_FIELDS <= verdict.keys(), VERDICT_FIELDS - verdict.keys()
     assert (verdict["elapsed"], verdict["phases"], verdict["exit_code"]) == (0.0, {}, None)
+
+
+def test_a_port_taken_by_a_known_process_is_fixed_by_stopping_it_by_name(tmp_path):
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)  # answers 501: a foreign server
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    port = httpd.server_address[1]
+    try:
+        proc = run_cli("launch", "--json", "--", sys.executable, "-c", "pass", "--port", str(port))
+        refused = json.loads(proc.stdout.splitlines()[-1])
+        bind = (f"ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): "
+                "address already in use")
+        body = f"print('INFO:     Started server process', flush=True)\ntime.sleep(1.5)\nprint({bind!r}, flush=True)\n"
+        failed = start_and_watch(script(tmp_path, body), server="transformers", url=f"http://127.0.0.1:{port}",
+                                 port_check=False, stall=30).verdict
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert refused["cause"] == "port_in_use" and f"kill {os.getpid()}" in refused["remedy"]
+    assert failed.cause == "port_in_use" and failed.remedy.startswith(f"Stop pid {os.getpid()} (")
+    assert "ss -ltnp" not in failed.remedy + refused["remedy"]
 
 
 def test_python_api_and_fixture(tmp_path, firedup_server):

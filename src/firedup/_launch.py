@@ -124,27 +124,31 @@ def port_of(url: str | None) -> int | None:
     return port if is_local(parts.hostname or "127.0.0.1") else None
 
 
-def held_by(holder: owners.Holder) -> str:
-    """The holder of a port, by its firedup run name when it is one of ours."""
-    if holder.pid is not None:
-        lineage = owners.lineage(holder.pid)
-        for run in registry.records():
-            if run.pid in lineage and run.alive():
-                return f"{holder.describe()}, firedup run {run.name!r} (firedup stop {run.name})"
-    return holder.describe()
+def held_by(holder: owners.Holder) -> tuple[str, str | None]:
+    """The holder of a port, by its firedup run name when it is one of ours,
+    and how to stop it (None: its process is not visible to this user)."""
+    if holder.pid is None:
+        return holder.describe(), None
+    lineage = owners.lineage(holder.pid)
+    for run in registry.records():
+        if run.pid in lineage and run.alive():
+            return f"{holder.describe()}, firedup run {run.name!r}", f"firedup stop {run.name}"
+    return holder.describe(), f"kill {holder.pid}"
 
 
-def port_taken(port: int, holders: list[str], family: str | None) -> Verdict:
-    """The verdict on a start refused because someone already listens on its port."""
+def port_taken(port: int, holders: Sequence[tuple[str, str | None]], family: str | None) -> Verdict:
+    """The verdict on a start refused because someone already listens on its
+    port: ``holders``, each described and how to stop it (None: not known)."""
     rule = next(r for r in rules.load().packs["generic"].rules if r.cause == "port_in_use")
-    who = "; ".join(holders)
+    who = "; ".join(described for described, _ in holders)
+    stops = [stop for _, stop in holders if stop]
+    stop = f"Stop what holds it ({', '.join(stops)})" if stops else "Stop what holds it (named above)"
     return Verdict(
         outcome=Outcome.FAILED, cause="port_in_use", server=family, phase=None,
         evidence={"line": f"port {port} is already listened on by {who}", "lineno": None},
         explanation=f"Port {port} is taken before the server starts: it could not bind, and a health check would "
                     f"have reached the server already there. {rule.explanation}",
-        remedy="Stop the server that holds the port (named above), or start this one with another --port. "
-               "--port-check off starts it anyway.",
+        remedy=f"{stop}, or start this one with another --port. --port-check off starts it anyway.",
     )
 
 
@@ -253,7 +257,7 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
         verdict = _decided(watch.run())
     except ssh.PortTaken as taken:
         remote.close()
-        verdict = port_taken(taken.port, taken.holders, family)
+        verdict = port_taken(taken.port, [(h, None) for h in taken.holders], family)
         if memory is not None:
             verdict = memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=None)
         run = registry.Record(name=name, pid=0, argv=argv, log=log, url=url, server=family, started=time.time(),

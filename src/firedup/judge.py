@@ -1044,8 +1044,12 @@ class Judge:
             return self._verdict("failed", now, self._evidence_of(evidence), cause="other",
                                  explanation=said.explanation if said else OTHER_EXPLANATION,
                                  remedy=said.remedy if said else OTHER_REMEDY)
+        remedy = rule.remedy
+        if rule.cause == "port_in_use" and self.owner == "foreign" and self.holder:
+            # the health probe found who holds the server's port: name it, not how to find it
+            remedy = f"Stop {self.holder}, which holds the server's port, or start the server on another --port."
         return self._verdict("failed", now, self._evidence_of(evidence), cause=rule.cause,
-                             explanation=rule.explanation, remedy=rule.remedy)
+                             explanation=rule.explanation, remedy=remedy)
 
     @staticmethod
     def _quoted(best: Signal, candidates: list[Signal]) -> Signal:
