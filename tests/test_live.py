@@ -17,7 +17,7 @@ from rich.console import Console
 
 import firedup
 from firedup._launch import derive_url, start_and_watch
-from firedup.sinks.live import PlainView
+from firedup.sinks.live import LiveView, PlainView
 from firedup.sources.file import FileFollower
 from firedup.sources.pgroup import group_alive
 from firedup.watch import Watch, py_spy
@@ -336,6 +336,19 @@ def test_a_second_launch_of_a_name_starts_a_fresh_log_and_keeps_the_previous(tmp
     assert "opentelemetry_not_installed" in (logs / "twice.1.log").read_text()
     verdict = json.loads(run_cli("diagnose", "--json", str(logs / "twice.log")).stdout)
     assert "httpx2_not_installed" in verdict["evidence"]["line"]
+
+
+@pytest.mark.parametrize("title, server, header", [
+    ("launch transformers", "transformers", "launch transformers phase: weights"),  # transformers serve
+    ("launch python", "sglang", "launch python sglang  phase: weights"),
+])
+def test_the_live_header_names_the_family_once(title, server, header):
+    live = LiveView(Console(file=io.StringIO(), force_terminal=True), title)
+    live.update({"server": server, "phase": "weights", "elapsed": 3.0, "last": ""})
+    live.close()
+    shown = Console(file=io.StringIO(), width=100, record=True)
+    shown.print(live.live.renderable)
+    assert shown.export_text().startswith(header)
 
 
 def test_two_local_logs_watched_at_once_each_get_their_verdict(tmp_path):

@@ -87,8 +87,11 @@ class LiveView:
             self.live.console.print(Text(f"{_clock(t)} waiting: {_waiting(fields['log'])}", "dim"))
 
     def update(self, view: dict[str, Any]) -> None:
+        server = view["server"] or "server"
+        # "launch transformers" (transformers serve) names the family already
+        named = "" if server in self.title.split() else f"{server}  "
         grid = Table.grid(padding=(0, 1))
-        grid.add_row(Text(f"{self.title}", "bold"), Text(f"{view['server'] or 'server'}  phase: {view['phase']}"),
+        grid.add_row(Text(f"{self.title}", "bold"), Text(f"{named}phase: {view['phase']}"),
                      Text(f"elapsed {_clock(view['elapsed'])}", "dim"))
         rows: list[RenderableType] = [grid]
         progress = view.get("progress")
