@@ -322,6 +322,7 @@ def test_attach_streams_the_log_until_the_server_exits(tmp_path):
     proc = run_cli("launch", "--attach", "--", *script(tmp_path, body))
     out = proc.stdout.decode()
     assert proc.returncode == 0 and "ready" in out and "served one request" in out
+    assert "Ctrl-C stops it" in out and "firedup stop" not in out and "tail -f" not in out
 
 
 def test_a_second_launch_of_a_name_starts_a_fresh_log_and_keeps_the_previous(tmp_path):

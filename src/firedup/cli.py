@@ -122,12 +122,17 @@ def cmd_launch(args: argparse.Namespace) -> int:
     sinks = _sinks(args, console, f"launch {os.path.basename(cmd[0])}")
     ledger = Ledger(args.ledger)
     launched = _servers.launch(cmd, options.start(args), sinks=sinks, ledger=ledger)
-    code = _finish(sinks, launched.verdict, launched.note)
+    ready = launched.verdict.outcome == "ready"
+    attached = launched if args.attach and ready and isinstance(launched, Launched) and launched.popen else None
+    note = launched.note
+    if attached is not None:  # its log follows here and Ctrl-C stops it: no tail -f or firedup stop to run
+        note = f"running: pid {attached.record.pid}, log {attached.record.log}; its output follows, Ctrl-C stops it"
+    code = _finish(sinks, launched.verdict, note)
     _say_unrecorded(ledger)
-    if args.attach and launched.verdict.outcome == "ready" and isinstance(launched, Launched) and launched.popen:
-        code, stopped = attach(launched, sys.stdout.buffer)
+    if attached is not None:
+        code, stopped = attach(attached, sys.stdout.buffer)
         if stopped:
-            console.print(f"stopping {launched.record.name}: {stopped}")
+            console.print(f"stopping {attached.record.name}: {stopped}")
     return code
 
 
