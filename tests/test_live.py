@@ -137,6 +137,22 @@ def test_watch_usage_errors(tmp_path):
         assert proc.returncode == 2 and "--stall" in proc.stderr.decode(), (seconds, proc.stderr)
 
 
+@pytest.mark.parametrize("args, said", [
+    (["watch", "--probe-generate", "x.log"], "needs the server's base URL: pass --url"),
+    (["watch", "--probe-generate", "x.log", "y.log"], "needs the server's base URL: pass --url"),
+    (["watch", "--probe-generate", "--url", "http://127.0.0.1:9", "ssh://h/x.log"], "does not go with ssh://h/x.log"),
+    (["launch", "--probe-generate", "--", sys.executable, "-c", "open('started', 'w')"],
+     "needs the server's base URL: pass --url"),
+    (["launch", "--probe-generate", "--host", "h", "--", "vllm", "serve", "m"], "not with --host or --slurm"),
+])
+def test_probe_generate_that_cannot_probe_is_refused(tmp_path, monkeypatch, args, said):
+    monkeypatch.chdir(tmp_path)
+    proc = run_cli(args[0], "--stall", "5", *args[1:])
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 2 and len(stderr.splitlines()) == 1 and said in stderr, stderr
+    assert not (tmp_path / "started").exists()
+
+
 # -- launch -------------------------------------------------------------------
 
 def test_launch_to_ready_leaves_the_server_running(tmp_path):

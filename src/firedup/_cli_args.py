@@ -97,7 +97,8 @@ def _live_options(p: argparse.ArgumentParser, url_default: str) -> None:
     p.add_argument("--grace", type=_seconds, default=GRACE,
                    help=f"seconds a traceback gets for the process to exit or go on (default {GRACE:g})")
     p.add_argument("--probe-generate", action="store_true",
-                   help="ready only once a one-token completion succeeds (needs the URL)")
+                   help="ready only once a one-token completion succeeds (needs the URL: --url, or launch's from the "
+                        "command; a server probed from this machine)")
     p.add_argument("--json", action="store_true", help="JSON events, one a line; the verdict last")
 
 

@@ -181,6 +181,9 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     log_path = Path(log) if log else registry.state_dir() / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     url = url or derive_url(argv, family)
+    if probe_generate and not url:
+        raise InputError("--probe-generate needs the server's base URL: pass --url (the command has no --port, "
+                         "and its family no default port)")
     memory = Memory(ledger, family, argv) if ledger is not None else None
     port = port_of(url)
     # Only a socket on the address the server binds (or a wildcard) is in its way.

@@ -53,6 +53,8 @@ def launch(argv: Sequence[str], start: Start, *, sinks: Sequence[Sink] = (),
     is left for inspection unless ``kill_on_stall``). The sinks are closed
     before it returns; the verdict is theirs to show."""
     try:
+        if start.probe_generate and (start.slurm is not None or start.host):
+            raise InputError("--probe-generate probes a server started on this machine, not with --host or --slurm")
         if start.slurm is not None:
             return _launch_job(argv, start, sinks, ledger)
         if start.host:

@@ -37,10 +37,17 @@ class Follow:
     ssh_args: Sequence[str] = field(default_factory=tuple)
 
 
+def _probed_here(target: str, follow: Follow) -> None:
+    # a remote log's health is probed from its host, where no completion request is sent
+    if follow.probe_generate and (slurm.target(target) is not None or ssh.parse_target(target) is not None):
+        raise InputError(f"--probe-generate probes from this machine: it does not go with {target}")
+
+
 def watch(target: str, follow: Follow, *, sinks: Sequence[Sink] = (), ledger: Ledger | None = None) -> Verdict:
     """Follow one target to its verdict (the sinks are closed before it returns)."""
     job = slurm.target(target)
     try:
+        _probed_here(target, follow)
         if job is not None:
             return _watch_job(target, *job, follow, sinks, ledger)
         watching = _watch_for(target, follow, sinks)
@@ -130,6 +137,8 @@ def watch_all(targets: Sequence[str], follow: Follow, sink: Sink, *, every: bool
         raise InputError("slurm://JOBID goes alone: firedup follows every log of a job itself")
     if follow.pid is not None or "-" in targets:
         raise InputError("--pid and - (standard input) go with a single target")
+    for target in targets:
+        _probed_here(target, follow)
     cancel = threading.Event()
     watches = {t: _watch_for(t, follow, [Labelled(sink, t)], cancel) for t in targets}
     verdicts: dict[str, Verdict | None] = {}

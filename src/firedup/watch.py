@@ -52,6 +52,8 @@ class Watch:
                  cancel: threading.Event | None = None, stall_for: dict[str, float] | None = None,
                  expect: dict[str, Any] | None = None, quiet: float = QUIET,
                  listening_before: set[str] | None = None, scheduler: Any = None):
+        if probe_generate and not url:
+            raise InputError("--probe-generate needs the server's base URL: pass --url")
         self.clock = clock
         self.started = clock()
         self.engine = Engine(server=server)
