@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from firedup import diagnose, scanner
+from firedup import Ledger, diagnose, scanner
 from firedup.engine import Engine
 
 from .conftest import FIXTURES, corpus_logs, run_cli
@@ -274,12 +274,31 @@ def test_every_error_is_a_firedup_error_and_a_bug_shows_its_traceback(monkeypatc
     (["bench", "--request-rate", "-1"], "argument --request-rate: must be more than 0, not -1"),
     (["runs", "--limit", "0"], "argument --limit: must be 1 or more, not 0"),
     (["launch", "--nodes", "0", "--slurm"], "argument --nodes: must be 1 or more, not 0"),
+    (["compare", "--min-effect", "-5"], "argument --min-effect: must be a finite number, 0 or more, not -5"),
+    (["run", "--min-effect", "nan"], "argument --min-effect: must be a finite number, 0 or more, not nan"),
+    (["bench", "--temperature", "-1"], "argument --temperature: must be a finite number, 0 or more, not -1"),
+    (["bench", "--random-range-ratio", "1"], "argument --random-range-ratio: must be in [0, 1), not 1"),
+    (["bench", "--duration", "inf"], "argument --duration: must be a finite positive number of seconds, not inf"),
+    (["watch", "--stall", "inf"], "argument --stall: must be a finite positive number of seconds, not inf"),
+    (["launch", "--timeout", "inf"], "argument --timeout: must be a finite positive number of seconds, not inf"),
+    (["stop", "--grace", "inf"], "argument --grace: must be a finite positive number of seconds, not inf"),
 ])
-def test_counts_of_zero_or_less_are_refused_in_one_line(args, message):
+def test_numbers_out_of_range_are_refused_in_one_line(args, message):
     proc = run_cli(*args, "http://127.0.0.1:1")
     assert proc.returncode == 2
     assert proc.stderr.decode().splitlines()[-1].endswith(f"error: {message}")
     assert b"Traceback" not in proc.stderr
+
+
+def test_a_goodput_of_zero_and_a_run_id_past_sqlite_are_refused_in_one_line():
+    proc = run_cli("bench", "--calibrate", "--goodput", "ttft:0")
+    assert proc.returncode == 2 and proc.stderr.decode() == (
+        "firedup: --goodput takes ttft:MS, tpot:MS or e2el:MS (MS more than 0), not 'ttft:0'\n")
+    with Ledger():  # one to look in
+        pass
+    proc = run_cli("show", str(1 << 64))
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == f"firedup: no run {1 << 64} in the ledger (see firedup runs)\n"
 
 
 def test_control_bytes_in_a_log_are_shown_escaped(tmp_path):
@@ -369,8 +388,6 @@ def test_benign_rules_still_outrank_others_after_many_benign_lines_while_serving
 
 def test_paths_names_and_values_are_printed_as_they_are_never_as_markup(tmp_path):
     """Rich markup or emoji codes in what a user named (a path, --name, a configuration value) are text."""
-    from firedup.ledger.store import Ledger
-
     (tmp_path / "[v1] :bug:").mkdir()
     a, b = tmp_path / "a.log", tmp_path / "[v1] :bug:" / "b.log"
     for log in (a, b):

@@ -30,8 +30,8 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:  # NaN too: no deadline would ever pass
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    if not 0 < value < math.inf:  # NaN and inf too: no deadline would ever pass
+        raise argparse.ArgumentTypeError(f"must be a finite positive number of seconds, not {text}")
     return value
 
 
@@ -58,6 +58,22 @@ def _number(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def _not_negative(text: str) -> float:
+    """A temperature, a percentage of change: 0 or more, and finite."""
+    value = _number(text)
+    if not 0 <= value < math.inf:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, not {text}")
+    return value
+
+
+def _ratio(text: str) -> float:
+    """--random-range-ratio, in [0, 1) as vllm bench serve takes it: refused before a server is started for it."""
+    value = _number(text)
+    if not 0 <= value < 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), not {text}")
+    return value
 
 
 def _rate(text: str) -> float:
@@ -118,7 +134,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     size.add_argument("--num-prompts", type=_count, help="how many requests (default 100)")
     size.add_argument("--duration", type=_seconds, help="send requests for this many seconds")
     p.add_argument("--input-len", type=_count, default=256, help="tokens of a random prompt (default 256)")
-    p.add_argument("--random-range-ratio", type=float, default=0.0, metavar="R",
+    p.add_argument("--random-range-ratio", type=_ratio, default=0.0, metavar="R",
                    help="lengths uniform in [L·(1-R), L·(1+R)], as vllm bench serve (default 0)")
     p.add_argument("--tokenizer", metavar="PATH|MODEL_DIR",
                    help="build prompts from this tokenizer's token ids, as vllm bench serve (needs firedup[tokenizer]; "
@@ -132,7 +148,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"),
                    help="sent as a bearer token (default: OPENAI_API_KEY); never recorded")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--temperature", type=_not_negative, default=0.0)
     p.add_argument("--ignore-eos", action="store_true", help="ask the server to generate all --output-len tokens")
     p.add_argument("--goodput", nargs="+", metavar="SLO:MS", help="e.g. ttft:500 tpot:50 (e2el too)")
     p.add_argument("--percentiles", type=_percentiles, default="99", help="comma-separated, e.g. 50,90,99 (0 to 100)")
@@ -143,7 +159,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
 
 
 def _min_effect_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--min-effect", type=float, default=MIN_EFFECT_PCT, metavar="PCT",
+    p.add_argument("--min-effect", type=_not_negative, default=MIN_EFFECT_PCT, metavar="PCT",
                    help=f"the smallest change worth calling a regression or an improvement, in %% "
                         f"(default {MIN_EFFECT_PCT:g})")
 
@@ -346,7 +362,7 @@ def goodput(specs: list[str] | None) -> dict[str, float] | None:
     out = {}
     for spec in specs:
         name, _, value = spec.partition(":")
-        if name not in ("ttft", "tpot", "e2el") or not value.replace(".", "", 1).isdigit():
-            raise InputError(f"--goodput takes ttft:MS, tpot:MS or e2el:MS, not {spec!r}")
+        if name not in ("ttft", "tpot", "e2el") or not value.replace(".", "", 1).isdigit() or not float(value) > 0:
+            raise InputError(f"--goodput takes ttft:MS, tpot:MS or e2el:MS (MS more than 0), not {spec!r}")
         out[name] = float(value)
     return out

@@ -187,6 +187,8 @@ class Ledger:
         return cur.lastrowid
 
     def get(self, run_id: int) -> dict[str, Any] | None:
+        if not -(1 << 63) <= run_id < 1 << 63:  # past SQLite's integers (sqlite3 raises OverflowError): none
+            return None
         row = self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _decode(row) if row else None
 
