@@ -130,8 +130,12 @@ def test_watch_a_pid_that_dies(tmp_path):
 
 def test_watch_usage_errors(tmp_path):
     assert run_cli("watch", str(tmp_path)).returncode == 2
-    proc = run_cli("watch", "--pid", "999999999", str(tmp_path / "x.log"))
-    assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup: no process")
+    for pid in ("999999999", str(1 << 64)):
+        proc = run_cli("watch", "--pid", pid, str(tmp_path / "x.log"))
+        assert proc.returncode == 2 and proc.stderr.decode() == f"firedup: no process {pid}\n"
+    for pid in ("-1", "0"):
+        proc = run_cli("watch", "--pid", pid, "--stall", "5", str(tmp_path / "x.log"))
+        assert proc.returncode == 2 and proc.stderr.decode().endswith(f"argument --pid: must be 1 or more, not {pid}\n")
     for seconds in ("0", "-1", "nan", "soon"):  # NaN would be a deadline that never passes
         proc = run_cli("watch", "--stall", seconds, str(tmp_path / "x.log"))
         assert proc.returncode == 2 and "--stall" in proc.stderr.decode(), (seconds, proc.stderr)

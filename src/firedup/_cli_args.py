@@ -215,7 +215,7 @@ def parser() -> argparse.ArgumentParser:
                    help="log file, ssh://[user@]host[:port]/abs/path, slurm://[[user@]host/]JOBID (through that login "
                         "node), or - for standard input; "
                         "several at once")
-    w.add_argument("--pid", type=int, help="also watch this process (local or on the remote host of the target)")
+    w.add_argument("--pid", type=_count, help="also watch this process (local or on the remote host of the target)")
     w.add_argument("--all", action="store_true",
                    help="one multi-node server: ready when every target is, failed as soon as one fails")
     w.add_argument("--quiet", type=_seconds, default=QUIET,

@@ -58,10 +58,12 @@ def _exit_code_unknown() -> int:
 
 
 def pid_exists(pid: int) -> bool:
+    if pid < 1:  # to kill(2), 0 and -N name process groups, not a process
+        return False
     try:
         os.kill(pid, 0)
         return True
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # OverflowError: past any pid the kernel gives
         return False
     except PermissionError:
         return True
