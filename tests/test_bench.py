@@ -2,7 +2,9 @@
 
 import asyncio
 import json
+import math
 import os
+import re
 import signal
 import socket
 import statistics
@@ -12,6 +14,7 @@ import time
 
 import pytest
 
+import firedup
 from firedup import BenchFailed
 from firedup.bench.compare import aggregate, classify, compare, gatekept, holm, pvalue, t_pvalue, workload_differences
 from firedup.bench.metrics import RequestResult, compute, percentile
@@ -285,6 +288,20 @@ def test_bad_bench_numbers_are_refused_before_anything_is_sent_or_started(tmp_pa
         listener.accept()
     listener.close()
     assert not started.exists()  # no server was started
+
+
+@pytest.mark.parametrize("kwargs, said", [
+    ({"percentiles": [50, 150]}, "a percentile is between 0 and 100, not 150"),
+    ({"percentiles": [math.nan]}, "a percentile is between 0 and 100, not nan"),
+    ({"repeat": 0}, "repeat must be 1 or more, not 0"),
+    ({"min_effect": -5}, "min_effect must be a finite number, 0 or more, not -5"),
+])
+def test_the_python_run_refuses_bad_arguments_before_it_starts_anything(tmp_path, kwargs, said):
+    started = tmp_path / "started"
+    with pytest.raises(firedup.FiredupError, match=f"^{re.escape(said)}$"):
+        firedup.run([sys.executable, "-c", f"open({str(started)!r}, 'w')"], ledger=tmp_path / "l.db", stall=10,
+                    **kwargs)
+    assert not started.exists() and not (tmp_path / "l.db").exists()
 
 
 def test_run_of_a_server_that_fails_says_why_and_benches_nothing(tmp_path):

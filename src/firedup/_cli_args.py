@@ -17,6 +17,7 @@ from ._run import VS
 from ._servers import SlurmJob, Start
 from ._targets import Follow
 from .bench.compare import MIN_EFFECT_PCT
+from .bench.metrics import checked_percentile
 from .bench.session import Measure
 from .bench.workload import Workload
 from .defaults import GRACE, QUIET, STALL, STOP_GRACE
@@ -93,15 +94,11 @@ def _shape(text: str) -> float:
 
 
 def _percentiles(text: str) -> list[float]:
-    """Comma-separated percentiles, each in [0, 100] (numpy.percentile's range,
-    which vllm bench serve uses): a bad one is refused before the run, not after it."""
-    values = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        value = _number(item)
-        if not 0 <= value <= 100:  # NaN too
-            raise argparse.ArgumentTypeError(f"a percentile is between 0 and 100, not {item}")
-        values.append(value)
-    return values
+    """Comma-separated percentiles, each in [0, 100]: a bad one is refused before the run, not after it."""
+    try:
+        return [checked_percentile(_number(item)) for item in filter(None, (part.strip() for part in text.split(",")))]
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _live_options(p: argparse.ArgumentParser, url_default: str) -> None:

@@ -4,6 +4,7 @@ starts interleaved, compared pair by pair."""
 
 from __future__ import annotations
 
+import math
 import os
 import uuid
 from collections.abc import Callable, Sequence
@@ -56,15 +57,19 @@ def run(argv: Sequence[str], *, vs: Sequence[str] | None = None, workload: Workl
     both, and a steady one on each first in turn), one benchmark a start,
     recorded as two runs whose repeats compare pair by pair.
 
+    Arguments out of range (a percentile outside [0, 100], ``repeat`` under 1,
+    a negative ``min_effect``) raise an ``InputError`` before anything starts.
     A server that does not become ready raises a ``ServerError`` carrying its
     verdict, a benchmark whose every request failed a ``BenchFailed`` (its
     server stopped), Ctrl-C or SIGTERM a ``KeyboardInterrupt``. The server being
     measured is stopped; the repeats measured before a failed start or an
     interruption are recorded all the same (their metrics say ``cut_short``, a
     note on the exception names the runs), and the repeat under way is dropped."""
+    how = session.Measure(repeat=repeat, model=model, percentiles=percentiles, goodput=goodput, api_key=api_key)
+    if not 0 <= min_effect < math.inf:  # NaN too
+        raise InputError(f"min_effect must be a finite number, 0 or more, not {min_effect}")
     ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
     workload = workload or Workload()
-    how = session.Measure(repeat=repeat, model=model, percentiles=percentiles, goodput=goodput, api_key=api_key)
     start = Start(name=name, server=server, url=url, stall=stall, timeout=timeout, kill_on_stall=True,
                   port_check=port_check, slurm=slurm)
     commands = {"A": list(argv)}

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._exceptions import InputError
+
 
 @dataclass
 class RequestResult:
@@ -31,6 +33,13 @@ class RequestResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {**vars(self), "itl": list(self.itl)}
+
+
+def checked_percentile(q: float) -> float:
+    """``q``, refused unless in [0, 100] (numpy.percentile's range, which vllm bench serve uses)."""
+    if not 0 <= q <= 100:  # NaN too
+        raise InputError(f"a percentile is between 0 and 100, not {q:g}")
+    return q
 
 
 def percentile(values: list[float], q: float) -> float:

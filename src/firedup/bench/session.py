@@ -29,6 +29,13 @@ class Measure:
     api_key: str | None = None  # sent as a bearer token, never recorded
     calibrate: bool = False  # against a zero-work server: the client's own ceiling
 
+    def __post_init__(self) -> None:
+        # refused here, before a server is started or a request sent, not once the numbers are computed
+        if self.repeat < 1:
+            raise InputError(f"repeat must be 1 or more, not {self.repeat}")
+        for q in self.percentiles:
+            metrics.checked_percentile(q)
+
 
 @dataclass
 class Bench:
