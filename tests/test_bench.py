@@ -198,7 +198,8 @@ def test_compare_shows_deltas_noise_and_what_changed():
         notes = compare([ledger.get(d), ledger.get(e)])["notes"]
     assert len(notes) == 2 and "--relaunch" in notes[1] and f"run {d}, {e}" in notes[1]
     text = run_cli("compare", str(a), str(b)).stdout.decode()
-    assert "regression" in text and "attention_backend flashinfer → triton" in text
+    assert text.startswith(f"run {b} against run {a}: regression (output_throughput -6.3%, p 0.0")
+    assert "attention_backend flashinfer → triton" in text
     refused = run_cli("compare", str(a), str(c))
     assert refused.returncode == 2 and "different workloads" in refused.stderr.decode()
     assert run_cli("compare", "--force", str(a), str(c)).returncode == 0
@@ -225,6 +226,8 @@ def test_compare_pairs_interleaved_runs_and_corrects_for_many_metrics():
         assert report["notes"] == []  # interleaved: nothing to warn about
         text = run_cli("compare", str(a), str(b), "--min-effect", "3").stdout.decode()
         assert "paired t-test over interleaved starts" in text and "≥ 3%" in text
+        # the conclusion first: a Δ the noise explains is no finding, however large
+        assert text.startswith(f"run {b} against run {a}: no change beyond noise (output_throughput +4.6%, p 0.087)")
         # throughput up 10% at every pair: called; then TTFT is tested, sure but under the minimum effect
         _, _, report, rows = pair([110, 99, 104.5, 93.5], [53, 53, 55, 55], "g2")
         assert rows["output_throughput"]["verdict"] == "improvement"

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .._outcome import Outcome
+from ..bench.compare import GATE
 from .summary import printable
 
 BAR_WIDTH = 40
@@ -157,7 +158,36 @@ def bench_report(result: dict[str, Any], console: Console) -> None:
         console.print(Text(f"note: {warning}", "yellow"))
 
 
+CALLED = ("regression", "improvement")
+# What a comparison that called no change concludes, by its headline metric's verdict ("below N%" otherwise).
+UNCALLED = {"same": "no change", "within noise": "no change beyond noise",
+            "noise unknown (use --repeat)": "noise unknown (one repeat each: --repeat K tells a change from noise)"}
+
+
+def _headline(report: dict[str, Any], i: int) -> Text | None:
+    """The conclusion on the (i+1)-th run against the first, before its numbers:
+    a large Δ within the noise is no finding, and must not read as one."""
+    changes = {row["metric"]: row["changes"][i] for row in report["rows"]}
+    if not changes:
+        return None
+    called = {m: c for m, c in changes.items() if c["verdict"] in CALLED}
+    shown = called or {m: changes[m] for m in [GATE if GATE in changes else next(iter(changes))]}
+    if called:
+        said = ", ".join(sorted({c["verdict"] for c in called.values()}))
+    else:
+        said = UNCALLED.get(next(iter(shown.values()))["verdict"], "no change worth calling: under --min-effect")
+    numbers = "; ".join(f"{m} {c['delta_pct']:+.1f}%" + (f", p {c['p']:.3f}" if c["p"] is not None else "")
+                        for m, c in shown.items() if c["delta_pct"] is not None)
+    ids = report["runs"]
+    return Text(f"run {ids[i + 1]} against run {ids[0]}: {said}" + (f" ({numbers})" if numbers else ""),
+                "bold" if called else "")
+
+
 def compare_table(report: dict[str, Any], console: Console) -> None:
+    for i in range(len(report["runs"]) - 1):
+        headline = _headline(report, i)
+        if headline is not None:
+            console.print(headline)
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("metric")
     ids = report["runs"]
@@ -172,7 +202,7 @@ def compare_table(report: dict[str, Any], console: Console) -> None:
         for value, change in zip(row["values"][1:], row["changes"]):
             delta, p = change["delta_pct"], change.get("p")
             style = {"regression": "red", "improvement": "green"}.get(change["verdict"], "dim")
-            cells += [_num(value), f"{delta:+.1f}%" if delta is not None else "",
+            cells += [_num(value), Text(f"{delta:+.1f}%", style) if delta is not None else "",
                       f"{p:.3f}" if p is not None else "", Text(change["verdict"], style)]
         table.add_row(*cells)
     console.print(table)
