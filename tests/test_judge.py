@@ -916,6 +916,16 @@ def test_log_only_ready_before_the_bind_waits_for_the_settle_period():
                      at=1).outcome == "ready"
 
 
+@pytest.mark.parametrize("line, port", [
+    ("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use", "8000"),
+    ("0.00.065.436 E srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8083", "8083"),
+    ("OSError: [Errno 98] Address already in use", "PORT"),  # no port named: the placeholder stays
+])
+def test_a_bind_failure_naming_its_port_puts_it_in_the_command_to_find_the_holder(line, port):
+    v = _diagnosed(line + "\n")
+    assert v.cause == "port_in_use" and f"grep :{port}`" in v.remedy
+
+
 def test_a_health_200_from_someone_elses_port_is_not_ready():
     run = Run(confirm=2.0, stall=30)
     run.judge.feed(probe(200, ready=True, owner="foreign"), 1)

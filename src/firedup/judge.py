@@ -254,6 +254,9 @@ MAX_BENIGN = 50
 _DIGITS = re.compile(r"\d+")
 # NCCL's watchdog reporting the error it caught on its stream (a CUDA fault that
 # a worker's own exception reports where it arose).
+# The port a bind failure names: uvicorn's "('0.0.0.0', 8000)", llama.cpp's "port: 8080" / "port=8080",
+# Docker's "Bind for 0.0.0.0:9001", "Failed to bind to 0.0.0.0:8000".
+_PORT_NAMED = re.compile(r"(?:', |\bport[:=]\s?|\b(?:for|to) [\w.\[\]:]*:)(?P<port>\d{2,5})\b")
 _WATCHDOG_REPORT = re.compile(r"watchdog thread terminated with exception: ")
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
@@ -1048,6 +1051,8 @@ class Judge:
         if rule.cause == "port_in_use" and self.owner == "foreign" and self.holder:
             # the health probe found who holds the server's port: name it, not how to find it
             remedy = f"Stop {self.holder}, which holds the server's port, or start the server on another --port."
+        elif rule.cause == "port_in_use" and (port := _PORT_NAMED.search(evidence.line)):
+            remedy = remedy.replace(":PORT", f":{port.group('port')}")  # the command to find its holder, ready to run
         return self._verdict("failed", now, self._evidence_of(evidence), cause=rule.cause,
                              explanation=rule.explanation, remedy=remedy)
 
