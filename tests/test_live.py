@@ -343,6 +343,10 @@ def test_attach_streams_the_log_until_the_server_exits(tmp_path):
     out = proc.stdout.decode()
     assert proc.returncode == 0 and "ready" in out and "served one request" in out
     assert "Ctrl-C stops it" in out and "firedup stop" not in out and "tail -f" not in out
+    # with --json, standard output is JSON lines only: the server's output goes to standard error
+    proc = run_cli("launch", "--attach", "--json", "--", *script(tmp_path, body))
+    assert proc.returncode == 0 and b"served one request" in proc.stderr
+    assert [json.loads(line)["event"] for line in proc.stdout.splitlines()][-1] == "ready"
 
 
 def test_a_second_launch_of_a_name_starts_a_fresh_log_and_keeps_the_previous(tmp_path):

@@ -130,9 +130,10 @@ def cmd_launch(args: argparse.Namespace) -> int:
     code = _finish(sinks, launched.verdict, note)
     _say_unrecorded(ledger)
     if attached is not None:
-        code, stopped = attach(attached, sys.stdout.buffer)
+        # with --json, standard output carries only JSON lines: the server's output goes to standard error
+        code, stopped = attach(attached, sys.stderr.buffer if args.json else sys.stdout.buffer)
         if stopped:
-            console.print(f"stopping {attached.record.name}: {stopped}")
+            print(f"stopping {attached.record.name}: {stopped}", file=sys.stderr if args.json else sys.stdout)
     return code
 
 
