@@ -148,8 +148,10 @@ def test_watch_usage_errors(tmp_path):
     (["launch", "--probe-generate", "--", sys.executable, "-c", "open('started', 'w')"],
      "needs the server's base URL: pass --url"),
     (["launch", "--probe-generate", "--host", "h", "--", "vllm", "serve", "m"], "not with --host or --slurm"),
+    (["launch", "--attach", "--host", "h", "--", "vllm", "serve", "m"], "--attach streams a server started on this"),
+    (["launch", "--attach", "--slurm", "--", "vllm", "serve", "m"], "--attach streams a server started on this"),
 ])
-def test_probe_generate_that_cannot_probe_is_refused(tmp_path, monkeypatch, args, said):
+def test_an_option_that_cannot_apply_to_the_target_is_refused(tmp_path, monkeypatch, args, said):
     monkeypatch.chdir(tmp_path)
     proc = run_cli(args[0], "--stall", "5", *args[1:])
     stderr = proc.stderr.decode()

@@ -19,7 +19,7 @@ from rich.text import Text
 from . import _cli_args as options
 from . import _servers, _targets
 from ._diagnose import diagnose
-from ._exceptions import BenchFailed, FiredupError, ServerError
+from ._exceptions import BenchFailed, FiredupError, InputError, ServerError
 from ._launch import Launched, attach
 from ._run import run as run_loop
 from .bench import plot, session
@@ -118,6 +118,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def cmd_launch(args: argparse.Namespace) -> int:
     cmd = options.server_command(args)
+    if args.attach and (args.host or args.slurm):
+        raise InputError("--attach streams a server started on this machine, not with --host or --slurm "
+                         "(follow it with firedup watch)")
     console = _console()
     sinks = _sinks(args, console, f"launch {os.path.basename(cmd[0])}")
     ledger = Ledger(args.ledger)
