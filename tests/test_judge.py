@@ -727,6 +727,18 @@ def test_a_start_silent_after_a_dump_got_to_the_line_that_began_it_not_its_closi
     assert run.finish().evidence["lineno"] == 3
 
 
+def test_a_line_repeated_word_for_word_is_no_progress_but_a_changing_one_is():
+    # a wrapper's retry loop printing the same words each second is stuck, whatever it prints
+    run = Run(stall=15)
+    for t in range(0, 20):
+        run.log("waiting for /mnt/models to be mounted...\n", at=t)
+    assert run.judge.decide(15).outcome == "stalled"
+    # a loader that counts (no rule knows its words) is going on
+    run = Run(stall=15)
+    for t in range(0, 20):
+        assert run.log(f"loaded layer {t} of 80\n", at=t) is None
+
+
 def test_probe_evidence_keeps_a_silent_server_alive():
     run = Run(server="vllm", stall=20)
     run.log("INFO 01-01 00:00:00 [x.py:1] Warming up model for the compilation...\n", at=0)

@@ -51,6 +51,8 @@ _PYDANTIC_ERROR = re.compile(r"\s*(?:Value error|Assertion failed|Input should b
 _CONTINUATION = re.compile(r"\s|[\]\)\}]+[,;]?\s*$|$")
 # How far back the last line that said something is looked for.
 SAID_LINES = 200
+# A batch of lines longer than this is not checked for repeating the line before it.
+REPEAT_LINES = 20
 # A log pasted indented as a whole (a markdown code block): the indent of its
 # first line, unless that line is itself part of a stack (a frame, a caret
 # line: a window that starts inside a traceback). Python prints a frame two
@@ -119,6 +121,7 @@ class Engine:
         self._last_heartbeat = 0  # line number of the last heartbeat read
         self._read_ids: set[str] = set()  # the rules that read a line so far (a ready line may wait for one)
         self._said: tuple[int, str] | None = None  # the last line that said something itself (_last_said)
+        self._message: str | None = None  # the last line's message (_repeated)
         self._indent: str | None = None  # the whole log's indent; "" once a line lacks it (None: no line yet)
 
     def feed(self, data: bytes) -> list[Signal]:
@@ -201,9 +204,20 @@ class Engine:
             calm = (last.level in _CALM_LEVELS and not self.tracebacks.open and lineno != self._last_heartbeat
                     and not any(r.pattern.search(last.message) for r in self._stopping_rules))
             self._said = self._last_said(lineno, last)
-            out.append(Signal("lines", lineno, last.text,
-                              data={"n": new, "heartbeats": heartbeats, "calm": calm, "said": self._said}))
+            repeated = self._repeated(new, last.message)
+            out.append(Signal("lines", lineno, last.text, data={"n": new, "heartbeats": heartbeats, "calm": calm,
+                                                                "said": self._said, "repeated": repeated}))
         return out
+
+    def _repeated(self, new: int, message: str) -> bool:
+        """Whether the lines just read only repeat, word for word, the line
+        before them (a wrapper's retry loop printing "waiting for ..." each
+        second): the same words again are no sign of progress."""
+        before, self._message = self._message, message
+        if before is None or new > REPEAT_LINES:
+            return False
+        return all(self._parse(raw.decode("utf-8", "replace")).message == before
+                   for _, raw in itertools.islice(self.scanner.back(), new))
 
     def _last_said(self, lineno: int, last: lines.Line) -> tuple[int, str] | None:
         """The last line that says something itself, not a line inside what

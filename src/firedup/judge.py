@@ -498,7 +498,7 @@ class Judge:
             self.last_line_at = now
             if s.data.get("calm"):
                 self._calm_lineno = s.lineno
-            if s.data["n"] > s.data["heartbeats"]:
+            if s.data["n"] > s.data["heartbeats"] and not s.data.get("repeated"):
                 self._evidence(now)
                 if self._unchecked_answer is not None and self._unchecked_answer[1] < now:
                     self._unchecked_answer, self._answers_disproved = None, True

@@ -82,6 +82,7 @@ class Watch:
         self.scheduler = scheduler
         self.cancel = cancel
         self._remote_sample: dict[str, Any] | None = None
+        self._remote_ran: set[str] = set()  # the commands the remote tree has run (procstat.working)
         self.environment: dict[str, Any] | None = None  # a remote host's, when its agent sends it
         self.follower = FileFollower(log, offset) if log else None
         self.stream = stream
@@ -335,7 +336,7 @@ class Watch:
             if kind == "log":
                 self._data(payload, now)
             elif kind == "evidence":
-                if working(self._remote_sample, payload):
+                if working(self._remote_sample, payload, self._remote_ran):
                     self.judge.feed(Signal("evidence", data=payload), now)
                 self._remote_sample = payload
             elif kind == "exit" and self.judge.exit_code is None:

@@ -1,7 +1,9 @@
 """Liveness evidence from a process tree: is it visibly working?
 
 CPU time alone is not progress (NCCL and busy loops spin); bytes read and
-written, memory growing or shrinking, and children coming and going are."""
+written, memory growing or shrinking, and a child running a command the tree
+had not run before are. A child that repeats one (a wrapper's retry loop:
+``until test -e ...; do sleep 1; done``) is not."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ class TreeSampler:
     def __init__(self, pid: int):
         self.pid = pid
         self._last: dict[str, Any] | None = None
+        self._ran: set[str] = set()  # every command the tree has run
 
     def sample(self) -> dict[str, Any] | None:
         """The tree's counters, or None when the root is gone."""
@@ -29,6 +32,7 @@ class TreeSampler:
         rss = read = write = 0
         cpu = 0.0
         pids = []
+        commands = set()
         for p in procs:
             try:
                 with p.oneshot():
@@ -40,24 +44,30 @@ class TreeSampler:
                         write += io.write_chars
                     except (psutil.AccessDenied, AttributeError):
                         pass
+                    commands.add(" ".join(p.cmdline()))
                     pids.append(p.pid)
             except psutil.Error:
                 continue
-        return {"pids": sorted(pids), "rss": rss, "read": read, "write": write, "cpu": round(cpu, 2),
-                "gpu": _gpu_memory(set(pids))}
+        return {"pids": sorted(pids), "commands": sorted(commands), "rss": rss, "read": read, "write": write,
+                "cpu": round(cpu, 2), "gpu": _gpu_memory(set(pids))}
 
     def progress(self) -> dict[str, Any] | None:
         """A sample when it shows the tree working since the last one, else None."""
         now = self.sample()
         last, self._last = self._last, now
-        return now if working(last, now) else None
+        return now if working(last, now, self._ran) else None
 
 
-def working(last: dict[str, Any] | None, now: dict[str, Any] | None) -> bool:
-    """Whether two samples of a process tree show it doing something."""
-    if now is None or last is None:
+def working(last: dict[str, Any] | None, now: dict[str, Any] | None, ran: set[str]) -> bool:
+    """Whether two samples of a process tree show it doing something; ``ran``,
+    the commands it ran before (those in ``now`` are added)."""
+    if now is None:
         return False
-    return (now["pids"] != last["pids"] or abs(now["rss"] - last["rss"]) >= MIN_RSS_CHANGE
+    new_command = not ran.issuperset(now.get("commands", ()))
+    ran.update(now.get("commands", ()))
+    if last is None:
+        return False
+    return (new_command or abs(now["rss"] - last["rss"]) >= MIN_RSS_CHANGE
             or now["read"] - last["read"] >= MIN_IO_CHANGE or now["write"] - last["write"] >= MIN_IO_CHANGE
             or abs((now["gpu"] or 0) - (last["gpu"] or 0)) >= MIN_RSS_CHANGE)
 

@@ -12,7 +12,7 @@ from there on the host and calls ``main``.
 Output: one record a line, "<kind> <payload>":
   O <inode> <offset>     the log is open at this inode, data follows from offset
   L <base64>             log bytes
-  P <json>               process tree sample (pids, rss, read, write, gpu)
+  P <json>               process tree sample (pids, commands, rss, read, write, gpu)
   X <code>               the process ended (-255: not our child, status unknown)
   H <json>               health probe result {"status": 200 | null, "owner": tree|foreign|unknown, "holder"}
   S <pid>                the server this agent launched
@@ -120,8 +120,11 @@ class Tail:
 def sample(pid):
     rss = read = write = 0
     pids = tree(pid)
+    commands = set()
     for p in pids:
         try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                commands.add(f.read().rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace"))
             with open(f"/proc/{p}/statm") as f:
                 rss += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
             with open(f"/proc/{p}/io") as f:
@@ -130,7 +133,8 @@ def sample(pid):
                 write += int(io.get("wchar", 0))
         except (OSError, ValueError):
             continue
-    return {"pids": sorted(pids), "rss": rss, "read": read, "write": write, "gpu": gpu_memory(set(pids))}
+    return {"pids": sorted(pids), "commands": sorted(commands), "rss": rss, "read": read, "write": write,
+            "gpu": gpu_memory(set(pids))}
 
 
 def gpu_memory(pids):

@@ -1,0 +1,40 @@
+"""Liveness evidence from a real process tree (sources/procstat.py)."""
+
+import subprocess
+import time
+
+from firedup.sources.procstat import TreeSampler, working
+
+
+def _sample(commands, pids=(1,), rss=0):
+    return {"pids": list(pids), "commands": commands, "rss": rss, "read": 0, "write": 0, "gpu": None}
+
+
+def test_a_child_counts_as_work_only_when_it_runs_a_command_the_tree_had_not_run():
+    ran: set[str] = set()
+    assert not working(None, _sample(["bash loop.sh", "sleep 1"], (1, 2)), ran)
+    assert not working(_sample(["bash loop.sh", "sleep 1"], (1, 2)), _sample(["bash loop.sh", "sleep 1"], (1, 3)), ran)
+    assert working(_sample(["bash loop.sh"]), _sample(["bash loop.sh", "nvcc -c a.cu"], (1, 4)), ran)
+    assert not working(_sample(["bash loop.sh"]), _sample(["bash loop.sh", "nvcc -c a.cu"], (1, 5)), ran)
+
+
+def _progress_over(command: str, seconds: float) -> list[bool]:
+    proc = subprocess.Popen(["bash", "-c", command])
+    try:
+        sampler = TreeSampler(proc.pid)
+        seen = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            seen.append(sampler.progress() is not None)
+            time.sleep(0.3)
+        return seen
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_retry_loop_of_sleeps_is_no_work_and_new_commands_are():
+    # a wrapper waiting for what never comes: a new `sleep` every 0.1 s, the same command each time
+    assert not any(_progress_over("until test -e /nonexistent/ready; do sleep 0.1; done", 2.5)[2:])
+    # a build running a new command each time (as ninja runs the compiler on each file)
+    assert any(_progress_over("for i in $(seq 100); do sleep 0.$i; done", 2.5)[2:])
