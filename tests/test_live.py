@@ -351,6 +351,18 @@ def test_attach_streams_the_log_until_the_server_exits(tmp_path):
     assert [json.loads(line)["event"] for line in proc.stdout.splitlines()][-1] == "ready"
 
 
+def test_attach_says_a_crash_while_serving_even_when_the_server_exits_0(tmp_path):
+    # vLLM's API server exits 0 after its engine died: the log says it failed
+    crash = ("[2025-04-09 05:06:00] Scheduler hit an exception: Traceback (most recent call last):\n"
+             "  File \"scheduler.py\", line 1, in event_loop\n"
+             "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    body = f"print({ARGS!r}, flush=True)\nprint({READY!r}, flush=True)\ntime.sleep(1)\nprint({crash!r}, flush=True)\n"
+    proc = run_cli("launch", "--attach", "--json", "--", *script(tmp_path, body))
+    last = json.loads(proc.stdout.splitlines()[-1])
+    assert proc.returncode == 1 and (last["event"], last["phase"], last["exit_code"]) == ("failed", "serving", 0)
+    assert "illegal memory access" in last["evidence"]["line"]
+
+
 def test_a_second_launch_of_a_name_starts_a_fresh_log_and_keeps_the_previous(tmp_path):
     """Seen on a GPU: the second start appended to the first's log, and diagnose named the first's failure."""
     logs = tmp_path / "state" / "firedup" / "logs"

@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
@@ -18,7 +19,7 @@ from rich.text import Text
 
 from . import _cli_args as options
 from . import _servers, _targets
-from ._diagnose import diagnose
+from ._diagnose import diagnose, diagnose_stream
 from ._exceptions import BenchFailed, FiredupError, InputError, ServerError
 from ._launch import Launched, attach
 from ._run import run as run_loop
@@ -137,7 +138,22 @@ def cmd_launch(args: argparse.Namespace) -> int:
         code, stopped = attach(attached, sys.stderr.buffer if args.json else sys.stdout.buffer)
         if stopped:
             print(f"stopping {attached.record.name}: {stopped}", file=sys.stderr if args.json else sys.stdout)
+        elif (ended := _ended(attached, launched.verdict)) is not None:
+            code = _finish(sinks, ended, f"it had been ready: it failed while serving, attached, and exited "
+                                         f"({ended.exit_code})")
     return code
+
+
+def _ended(attached: Launched, ready: Verdict) -> Verdict | None:
+    """A server that exited by itself while attached, failed: its log read whole
+    as diagnose reads it (a crash while serving; vLLM exits 0 after its engine
+    died). None for one that ended cleanly."""
+    assert attached.popen is not None
+    with open(attached.record.log, "rb") as log:
+        verdict = diagnose_stream(log, server=ready.server)
+    if verdict.outcome != "failed":
+        return None
+    return replace(verdict, exit_code=attached.popen.returncode)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
