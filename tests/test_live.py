@@ -102,6 +102,16 @@ def test_watch_stdin_to_a_verdict():
     assert {"t", "event"} <= set(events[1])
 
 
+def test_a_server_piped_into_watch_that_ends_before_ready_failed():
+    # "server | firedup watch -": the pipe's end is the server's (killed mid-load, no error line)
+    loading = ARGS + "\n[2025-04-09 05:05:04] Load weight begin. avail mem=1 GB\n"
+    proc = run_cli("watch", "--json", "-", stdin=loading.encode())
+    verdict = json.loads(proc.stdout.decode().splitlines()[-1])
+    assert proc.returncode == 1
+    assert (verdict["outcome"], verdict["cause"], verdict["phase"]) == ("failed", "other", "weights")
+    assert verdict["exit_code"] == -255 and "exited before it was ready" in verdict["explanation"]
+
+
 @pytest.mark.parametrize("source", ["file", "/dev/null"])
 def test_watch_stdin_redirected_from_a_file_reads_it_to_its_end(tmp_path, source):
     log = tmp_path / "s.log"

@@ -207,7 +207,8 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("watch", help="follow a server's log live until it is ready, failed or stalled",
                        description="Follow a log (tail -F: waits for it, follows rotation) or - (standard input) "
                                    "to a verdict. Exit code: 0 ready, 1 failed, 2 bad input, 3 stalled, 4 timeout, "
-                                   "130 Ctrl-C, 143 SIGTERM.")
+                                   "5 incomplete (standard input redirected from a file that ends before a verdict; "
+                                   "a pipe's end is its writer's exit), 130 Ctrl-C, 143 SIGTERM.")
     w.add_argument("targets", nargs="+", metavar="target",
                    help="log file, ssh://[user@]host[:port]/abs/path, slurm://[[user@]host/]JOBID (through that login "
                         "node), or - for standard input; "

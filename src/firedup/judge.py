@@ -987,7 +987,7 @@ class Judge:
             first = self.candidates[0].lineno
             candidates = [s for s in self.after_ready if first - CONTEXT_LINES <= s.lineno < first] + candidates
         if not candidates:
-            return self._verdict("failed", now, self._last_line(), cause="other",
+            return self._verdict("failed", now, self._last_said(), cause="other",
                                  explanation=EXIT_EXPLANATION, remedy=EXIT_REMEDY)
         # in log order: a worker's traceback reaches the judge when its block
         # closes, after lines other processes wrote below it
@@ -1239,9 +1239,6 @@ class Judge:
             if own is None or self.last_phase.rule is None or own == self.last_phase.rule.phase:
                 return self.last_phase
         return s
-
-    def _last_line(self) -> dict[str, Any] | None:
-        return self._evidence_of(self.last_line) if self.last_line else None
 
     def _last_said(self) -> dict[str, Any] | None:
         return self._evidence_of(self.last_said) if self.last_said else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import selectors
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -28,7 +29,7 @@ from .sinks import Sink
 from .sources import inotify, owners
 from .sources.file import FileFollower
 from .sources.http import Prober, address_of, is_local
-from .sources.process import ExitWatch
+from .sources.process import UNKNOWN_EXIT, ExitWatch
 from .sources.procstat import TreeSampler, working
 from .sources.ssh import RemoteSource, TailSource
 
@@ -86,6 +87,8 @@ class Watch:
         self.environment: dict[str, Any] | None = None  # a remote host's, when its agent sends it
         self.follower = FileFollower(log, offset) if log else None
         self.stream = stream
+        # a pipe's end is its writer's: a server piped into firedup that closes it has ended
+        self._piped = stream is not None and stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode)
         self.sampler = TreeSampler(self.exit_watch.pid) if self.exit_watch else None
         self.url = url
         self.prober: Prober | None = None
@@ -171,7 +174,7 @@ class Watch:
                     self._feed(self.engine.idle(), now)
                 verdict = self.judge.decide(now)
                 if verdict is None and not (self.follower or self.stream or self.exit_watch or self.remote):
-                    verdict = self.judge.finish(now)  # standard input ended, nothing else to wait for
+                    verdict = self._input_ended(now)
                 if verdict is not None:
                     if verdict.outcome == "stalled" and self.sampler is not None:  # a process is known
                         verdict = replace(verdict, stacks=stack_dump(self.sampler.sample()))
@@ -329,6 +332,18 @@ class Watch:
             owner, holders = owners.ownership(port, pid, self.listening_before, address_of(host), self._writer_input)
             self._owner_cache = (key, (owner, ", ".join(h.describe() for h in holders) or None))
         return self._owner_cache[1]
+
+    def _input_ended(self, now: float) -> Verdict:
+        """Standard input ended and nothing else is followed: the log as diagnose
+        reads it, except that from a pipe, a start with no verdict in it
+        (incomplete) ended because its writer closed the pipe, as a server that
+        exits does (``server | firedup watch -``): judged as an exit, status
+        unknown. A file's end (``< server.log``) is only where it was read to."""
+        verdict = self.judge.finish(now)
+        if verdict.outcome != "incomplete" or not self._piped:
+            return verdict
+        self.judge.feed(Signal("exit", data={"code": UNKNOWN_EXIT}), now)
+        return self.judge.decide(now) or verdict
 
     def _remote_events(self, now: float) -> None:
         assert self.remote is not None

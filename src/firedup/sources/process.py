@@ -9,6 +9,9 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 
+# The exit code of a process that is not our child: it ended, but its status went to its parent.
+UNKNOWN_EXIT = -255
+
 
 def start(argv: Sequence[str], log_path: str | os.PathLike, env: Mapping[str, str] | None = None,
           cwd: str | None = None) -> subprocess.Popen:
@@ -37,24 +40,19 @@ class ExitWatch:
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
-            return _exit_code_unknown()
+            return UNKNOWN_EXIT
         except PermissionError:
             return None
         try:
             with open(f"/proc/{self.pid}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return _exit_code_unknown()
+                    return UNKNOWN_EXIT
         except OSError:
-            return _exit_code_unknown()
+            return UNKNOWN_EXIT
         return None
 
     def close(self) -> None:
         os.close(self.fd)
-
-
-def _exit_code_unknown() -> int:
-    # A process that is not our child: it ended, but its exit status went to its parent.
-    return -255
 
 
 def pid_exists(pid: int) -> bool:
