@@ -328,6 +328,8 @@ def test_python_api_and_fixture(tmp_path, firedup_server):
     (["vllm", "serve", "m", "--host", "0.0.0.0"], "vllm", "http://127.0.0.1:8000"),
     (["llama-server", "-m", "x.gguf", "--port=9000", "--host", "::1"], "llamacpp", "http://[::1]:9000"),
     (["python", "server.py"], None, None),
+    (["bash", "-c", "exec transformers serve m --host 127.0.0.1 --port 18644"], "transformers", "http://127.0.0.1:18644"),
+    (["sh", "-ec", "cd /srv && vllm serve m --port=8001"], "vllm", "http://127.0.0.1:8001"),
 ])
 def test_url_from_the_command_line(argv, family, url):
     assert derive_url(argv, family) == url

@@ -4,6 +4,8 @@ stop or hand it over accordingly."""
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import threading
 import time
@@ -43,8 +45,26 @@ def _flag(argv: Sequence[str], *names: str) -> str | None:
     return None
 
 
+_SHELLS = {"bash", "sh", "dash", "zsh", "ksh"}
+
+
+def _shell_words(argv: Sequence[str]) -> list[str]:
+    """The words of the command a shell is given to run (``bash -c "exec vllm
+    serve m --port 8001"``), where the server's own flags are; else ``argv``."""
+    if argv and os.path.basename(argv[0]) in _SHELLS:
+        for i, arg in enumerate(argv[1:-1], 1):
+            if re.fullmatch(r"-[a-z]*c[a-z]*", arg):
+                try:
+                    return shlex.split(argv[i + 1])
+                except ValueError:  # unbalanced quotes: the shell will say so
+                    break
+    return list(argv)
+
+
 def derive_url(argv: Sequence[str], family: str | None) -> str | None:
-    """The server's base URL from its own --host/--port, or the family's default port."""
+    """The server's base URL from its own --host/--port (also inside a shell's
+    ``-c`` command), or the family's default port."""
+    argv = _shell_words(argv)
     port = _flag(argv, "--port", "-p") if family != "llamacpp" else _flag(argv, "--port")
     if port is None and family is not None:
         default = rules.load().packs[family].default_port
@@ -187,7 +207,7 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     memory = Memory(ledger, family, argv) if ledger is not None else None
     port = port_of(url)
     # Only a socket on the address the server binds (or a wildcard) is in its way.
-    holders = owners.listeners(port, address_of(_flag(argv, "--host", "--hostname"))) if port else []
+    holders = owners.listeners(port, address_of(_flag(_shell_words(argv), "--host", "--hostname"))) if port else []
     if port and holders and port_check:
         verdict = port_taken(port, [held_by(h) for h in holders], family)
         if memory is not None:
