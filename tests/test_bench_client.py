@@ -191,6 +191,27 @@ def _serving_model_m() -> Iterator[str]:
         server.server_close()
 
 
+class _ServesWithoutUsage(_ServesModelM):
+    """llama-cpp-python's server: streamed tokens and no usage."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.wfile.write(HEAD + _token() + _token() + _chunk(b"data: [DONE]\n\n") + END)
+
+
+def test_a_server_that_sends_no_usage_has_the_input_lengths_asked_for():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ServesWithoutUsage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        proc = run_cli("bench", f"http://127.0.0.1:{server.server_address[1]}", "--model", "m", "--num-prompts", "3",
+                       "--input-len", "16", "--output-len", "2", "--json")
+    finally:
+        server.shutdown()
+        server.server_close()
+    measured = json.loads(proc.stdout)
+    assert (measured["total_input_tokens"], measured["total_output_tokens"]) == (48, 6)
+
+
 def test_a_bench_whose_every_request_failed_says_why_in_one_line_and_records_nothing():
     with _serving_model_m() as url:
         proc = run_cli("bench", url, "--model", "no-such-model", "--num-prompts", "3", "--input-len", "4")

@@ -225,6 +225,8 @@ async def _one(pool: _Pool, workload: Workload, model: str, p: Prompt, t0: float
         result = await client.stream(conn, path, payload, workload.chat, t0)
         pool.put(conn)
     result.asked_input, result.asked_output = p.input_len, p.output_len
+    if result.ok and not result.usage and p.input_len:
+        result.prompt_tokens = p.input_len  # the server counted none (no usage sent): the length asked, as vLLM's
     return result
 
 
@@ -349,7 +351,8 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
     no_usage = sum(1 for r in results if r.ok and not r.usage)
     if no_usage:
         warnings.append(f"{no_usage} response(s) came without the server's usage: their output tokens are the "
-                        "streamed chunks counted (one token each, not guaranteed) and their prompt tokens unknown")
+                        "streamed chunks counted (one token each, not guaranteed) and their prompt tokens the "
+                        "lengths asked for (unknown for a dataset's prompts)")
     off = metrics.count_disagreement(results)
     if off > 0.01:
         warnings.append(f"streamed chunks and the server's usage disagree by {100 * off:.1f}% on output tokens "
