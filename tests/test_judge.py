@@ -739,6 +739,14 @@ def test_a_line_repeated_word_for_word_is_no_progress_but_a_changing_one_is():
         assert run.log(f"loaded layer {t} of 80\n", at=t) is None
 
 
+@pytest.mark.parametrize("code, said", [(-9, "SIGKILL"), (-15, "SIGTERM"), (1, "exited before it was ready")])
+def test_an_exit_with_no_error_line_says_the_signal_that_ended_it(code, said):
+    run = Run(server="vllm", stall=300)
+    run.log("INFO 01-01 00:00:00 [default_loader.py:1] Loading weights took 0.03 seconds\n", at=0)
+    v = run.exit(code, at=1)
+    assert (v.outcome.value, v.cause) == ("failed", "other") and said in v.explanation
+
+
 def test_probe_evidence_keeps_a_silent_server_alive():
     run = Run(server="vllm", stall=20)
     run.log("INFO 01-01 00:00:00 [x.py:1] Warming up model for the compilation...\n", at=0)

@@ -1,9 +1,11 @@
 """Liveness evidence from a real process tree (sources/procstat.py)."""
 
+import signal
 import subprocess
 import time
 
 from firedup.sources.procstat import TreeSampler, working
+from firedup.watch import STOPPED_NOTE, Watch
 
 
 def _sample(commands, pids=(1,), rss=0):
@@ -38,3 +40,18 @@ def test_a_retry_loop_of_sleeps_is_no_work_and_new_commands_are():
     assert not any(_progress_over("until test -e /nonexistent/ready; do sleep 0.1; done", 2.5)[2:])
     # a build running a new command each time (as ninja runs the compiler on each file)
     assert any(_progress_over("for i in $(seq 100); do sleep 0.$i; done", 2.5)[2:])
+
+
+def test_a_stopped_tree_is_told_from_a_running_one(tmp_path):
+    log = tmp_path / "s.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["bash", "-c", "echo loading weights; kill -STOP $$; sleep 30"], stdout=out)
+    try:
+        time.sleep(0.5)
+        verdict = Watch(log=str(log), pid=proc.pid, stall=1).run()
+        assert verdict.outcome == "stalled" and STOPPED_NOTE in verdict.notes
+        proc.send_signal(signal.SIGCONT)
+        assert not TreeSampler(proc.pid).stopped()
+    finally:
+        proc.kill()
+        proc.wait()

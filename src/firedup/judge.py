@@ -141,6 +141,7 @@ prefixes differ only in numbers (timestamps, ranks) are listed once.
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -320,6 +321,27 @@ TIMEOUT_REMEDY = ("Raise --timeout: a start that progresses is not stuck (firedu
                   "configuration took before).")
 EXIT_EXPLANATION = "The server process exited before it was ready and left no error line that firedup recognises."
 EXIT_REMEDY = "Read the last lines of the log; run the command by hand to see its output."
+KILLED_EXPLANATION = ("The server process was killed by SIGKILL before it was ready, and its log names no error: "
+                      "the kernel's OOM killer (or a container's memory limit), or a kill -9 from outside.")
+KILLED_REMEDY = ("Look for the OOM killer: dmesg or journalctl -k ('Out of memory: Killed process'), a container's "
+                 "OOMKilled state (docker inspect, kubectl describe pod); otherwise find what sent kill -9 (a "
+                 "supervisor, a scheduler's limit, a person).")
+SIGNALLED_EXPLANATION = "The server process was ended by {signal} before it was ready, and its log names no error."
+SIGNALLED_REMEDY = "Find what sent {signal}: a supervisor, a scheduler's limit, a person; then start it again."
+
+
+def _exit_without_error(code: int | None) -> tuple[str, str]:
+    """Why a process that exited before ready with no error line ended, as far
+    as its exit code says: a signal is named (-9: SIGKILL; -255, status unknown)."""
+    if code == -signal.SIGKILL:
+        return KILLED_EXPLANATION, KILLED_REMEDY
+    if code is not None and -64 < code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return SIGNALLED_EXPLANATION.format(signal=name), SIGNALLED_REMEDY.format(signal=name)
+    return EXIT_EXPLANATION, EXIT_REMEDY
 
 
 @dataclass(frozen=True)
@@ -987,8 +1009,9 @@ class Judge:
             first = self.candidates[0].lineno
             candidates = [s for s in self.after_ready if first - CONTEXT_LINES <= s.lineno < first] + candidates
         if not candidates:
-            return self._verdict("failed", now, self._last_said(), cause="other",
-                                 explanation=EXIT_EXPLANATION, remedy=EXIT_REMEDY)
+            explanation, remedy = _exit_without_error(self.exit_code)
+            return self._verdict("failed", now, self._last_said(), cause="other", explanation=explanation,
+                                 remedy=remedy)
         # in log order: a worker's traceback reaches the judge when its block
         # closes, after lines other processes wrote below it
         candidates = sorted(candidates, key=lambda s: s.lineno)

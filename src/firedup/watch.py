@@ -40,6 +40,10 @@ NO_WRITER = ("no process has the log open for writing (or none this user can see
              "alone; an exception followed by silence is failed")
 
 
+STOPPED_NOTE = ("its processes are stopped (state T: a SIGSTOP, Ctrl-Z in its terminal, a debugger): it goes on "
+                "only once they are sent SIGCONT")
+
+
 class Watch:
     """Follows one server to its verdict: a log file (``log``), a stream, or a
     remote log; with a process (``pid``) and a health URL when known. ``run()``
@@ -178,6 +182,8 @@ class Watch:
                 if verdict is not None:
                     if verdict.outcome == "stalled" and self.sampler is not None:  # a process is known
                         verdict = replace(verdict, stacks=stack_dump(self.sampler.sample()))
+                        if self.sampler.stopped():
+                            verdict = replace(verdict, notes=[*verdict.notes, STOPPED_NOTE])
                     if self.follower is not None and not self.follower.exists:
                         note = f"the log {self.follower.path} never appeared"
                         verdict = replace(verdict, notes=[*verdict.notes, note])

@@ -51,6 +51,13 @@ class TreeSampler:
         return {"pids": sorted(pids), "commands": sorted(commands), "rss": rss, "read": read, "write": write,
                 "cpu": round(cpu, 2), "gpu": _gpu_memory(set(pids))}
 
+    def stopped(self) -> bool:
+        """Whether the tree's root is stopped (SIGSTOP, Ctrl-Z, a debugger), its children with it."""
+        try:
+            return psutil.Process(self.pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+        except psutil.Error:
+            return False
+
     def progress(self) -> dict[str, Any] | None:
         """A sample when it shows the tree working since the last one, else None."""
         now = self.sample()
