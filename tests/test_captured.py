@@ -1,5 +1,7 @@
 """Logs the project captured from real servers it ran (transformers serve 5.24,
-vLLM CPU 0.32.0 with a tiny random-weight model), with their labels."""
+vLLM CPU 0.32.0 with a tiny random-weight model), with their labels; and, in
+fixtures/outside, the failures an outside tester induced on the same servers
+(kept out of captured/, whose logs train the tiny model's tokenizer)."""
 
 import json
 from pathlib import Path
@@ -10,7 +12,7 @@ from firedup import diagnose
 
 from .conftest import FIXTURES
 
-LOGS = sorted((FIXTURES / "captured").glob("*.log"))
+LOGS = sorted((FIXTURES / "captured").glob("*.log")) + sorted((FIXTURES / "outside").glob("*.log"))
 
 
 def _label(log: Path) -> dict:
