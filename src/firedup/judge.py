@@ -305,7 +305,8 @@ STALL_EXPLANATIONS = {
     "warmup": "during its own warm-up request, after its HTTP server came up",
     "http": "after its HTTP server started, before its ready line",
 }
-STALL_EXPLANATION = "The server went silent {doing}: no new line, progress or phase since the evidence line."
+STALL_EXPLANATION = ("The server made no progress {doing}: for the stall window its log said nothing new (no new "
+                     "line, progress or phase; the same line again is nothing new), nor did a process of it show work.")
 STALL_REMEDIES = {
     "dist_init": "Check that every rank started, then run with NCCL_DEBUG=INFO (and NCCL_SOCKET_IFNAME set to the "
                  "interface the ranks share). ",
