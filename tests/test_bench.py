@@ -222,7 +222,7 @@ def test_compare_pairs_interleaved_runs_and_corrects_for_many_metrics():
         assert ttft_alone < 0.05 < rows["output_throughput"]["p"] == rows["mean_ttft_ms"]["p"]
         assert {c["verdict"] for c in rows.values()} == {"within noise"}
         assert report["tests"] == [{"paired": True, "correction": "output_throughput first, then holm", "alpha": 0.05,
-                                    "min_effect_pct": 5.0, "metrics_tested": 2}]
+                                    "min_effect_pct": 5.0, "metrics_tested": 2, "hypotheses": 2}]
         assert report["notes"] == []  # interleaved: nothing to warn about
         text = run_cli("compare", str(a), str(b), "--min-effect", "3").stdout.decode()
         assert "paired t-test over interleaved starts" in text and "≥ 3%" in text
@@ -238,6 +238,35 @@ def test_compare_pairs_interleaved_runs_and_corrects_for_many_metrics():
         report = compare([ledger.get(c), ledger.get(d)])
         assert report["tests"][0]["paired"] is False and "drift" in report["notes"][0]
         assert all(c["verdict"] != "improvement" for r in report["rows"] for c in r["changes"])
+
+
+LATENCIES = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+             "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "p99_e2el_ms")
+
+
+def test_throughputs_of_one_duration_are_one_test_and_get_one_call():
+    """Requests, output tokens and all tokens over the same duration move by the same ratio in every pair:
+    one hypothesis, not three. Counted apart, Holm's correction over the latencies called output throughput
+    a regression (the gate) and request throughput, the same -42.5%, within noise."""
+    with Ledger() as ledger:
+        def side(name, durations, latencies):
+            ids = {"group": "g", "order": "ABBA", "side": name}
+            metrics = aggregate([{"output_throughput": 383 / d, "request_throughput": 12 / d,
+                                  "total_token_throughput": (383 + 2400) / d, "client": "firedup 0.1.0",
+                                  "model": "m", **{key: v * k + i * k * k for k, key in enumerate(LATENCIES, 1)}}
+                                 for i, (d, v) in enumerate(zip(durations, latencies))])
+            metrics.update(interleaved=ids, repeats_across="interleaved server starts")
+            return ledger.record(kind="bench", outcome="ready", workload=Workload(concurrency=1).describe(),
+                                 metrics=metrics)
+
+        a, b = side("A", [0.566, 0.463], [20.0, 21.0]), side("B", [1.033, 0.775], [18.0, 24.0])
+        report = compare([ledger.get(a), ledger.get(b)])
+    rows = {r["metric"]: r["changes"][0] for r in report["rows"]}
+    throughputs = [rows[m] for m in ("output_throughput", "request_throughput", "total_token_throughput")]
+    assert [c["verdict"] for c in throughputs] == ["regression"] * 3 and len({c["p"] for c in throughputs}) == 1
+    assert report["tests"][0]["metrics_tested"] == 13 and report["tests"][0]["hypotheses"] == 11
+    text = " ".join(run_cli("compare", str(a), str(b)).stdout.decode().split())  # as one line, unwrapped
+    assert "(11 tests: request_throughput, total_token_throughput share output_throughput's" in text
 
 
 def test_bench_cli_plots_and_records(tmp_path):

@@ -179,6 +179,15 @@ def _pairs(a_run: dict[str, Any], b_run: dict[str, Any], a: list[float],
     return [x for x, _ in pairs], [y for _, y in pairs]
 
 
+def proportional(x: tuple[list[float], list[float]], y: tuple[list[float], list[float]]) -> bool:
+    """Whether one metric is another times a constant in every repeat of both runs (requests, output tokens
+    and all tokens over one duration, when every repeat sent the same): then both are one test."""
+    xs, ys = x[0] + x[1], y[0] + y[1]
+    if len(x[0]) != len(y[0]) or len(xs) != len(ys) or not xs or min(xs + ys) <= 0:
+        return False
+    return all(math.isclose(v / u, ys[0] / xs[0], rel_tol=1e-9) for u, v in zip(xs, ys))
+
+
 def compare(runs: list[dict[str, Any]], min_effect_pct: float = MIN_EFFECT_PCT) -> dict[str, Any]:
     base = runs[0]
     rows: list[dict[str, Any]] = []
@@ -193,19 +202,27 @@ def compare(runs: list[dict[str, Any]], min_effect_pct: float = MIN_EFFECT_PCT) 
         tests.append({"paired": paired, "correction": f"{GATE} first, then holm", "alpha": ALPHA,
                       "min_effect_pct": min_effect_pct})
         changes: list[dict[str, Any]] = []
+        samples: dict[str, tuple[list[float], list[float]]] = {}
         for row in rows:
             a, b = _samples(base, row["metric"]), _samples(other, row["metric"])
             mean_a = statistics.fmean(a)
             delta = (statistics.fmean(b) - mean_a) / mean_a * 100 if b and mean_a else (0.0 if b == a else None)
             pairs = _pairs(base, other, a, b) if paired else (a, b)
             changes.append({"delta_pct": delta, "p": None if not b or delta == 0 else pvalue(*pairs, paired)})
+            samples[row["metric"]] = pairs
         tested = {row["metric"]: c for row, c in zip(rows, changes) if c["p"] is not None}
-        for metric, adjusted in gatekept({m: c["p"] for m, c in tested.items()}).items():
+        # A metric proportional to one tested before it is the same hypothesis: counted once in Holm's
+        # family and given its p, lest the gate's throughput and the same ratio in requests disagree.
+        same_as = {m: next(r for r in tested if r == m or proportional(samples[r], samples[m])) for m in tested}
+        for metric, adjusted in gatekept({m: c["p"] for m, c in tested.items() if same_as[m] == m}).items():
             tested[metric]["p"] = adjusted  # reported adjusted: compare it with ALPHA as it stands
+        for metric, first in same_as.items():
+            if first != metric:
+                tested[metric].update(p=tested[first]["p"], same_test_as=first)
         for row, change in zip(rows, changes):
             change["verdict"] = classify(change["delta_pct"], change["p"], row["higher_is_better"], min_effect_pct)
             row["changes"].append(change)
-        tests[-1]["metrics_tested"] = len(tested)
+        tests[-1].update(metrics_tested=len(tested), hypotheses=len(set(same_as.values())))
         if not paired and tested:
             notes.append(f"runs {base['id']} and {other['id']} were not interleaved: drift in the machine's load "
                          "between them cannot be told from an effect (firedup run --repeat K -- CMD_A --vs CMD_B "

@@ -206,10 +206,17 @@ def compare_table(report: dict[str, Any], console: Console) -> None:
                       f"{p:.3f}" if p is not None else "", Text(change["verdict"], style)]
         table.add_row(*cells)
     console.print(table)
-    for other, test in zip(ids[1:], report.get("tests", ())):
+    for i, (other, test) in enumerate(zip(ids[1:], report.get("tests", ()))):
         how = ("paired t-test over interleaved starts" if test["paired"] else "Welch's t-test over separate runs")
+        shared: dict[str, list[str]] = {}
+        for row in report["rows"]:
+            if "same_test_as" in row["changes"][i]:
+                shared.setdefault(row["changes"][i]["same_test_as"], []).append(row["metric"])
+        tests = "; ".join(f"{', '.join(followers)} share {first}'s, the same ratio in every repeat"
+                          for first, followers in shared.items())
+        tests = f" ({test['hypotheses']} tests: {tests})" if tests else ""
         console.print(Text(f"run {other}: a change is called when |Δ| ≥ {test['min_effect_pct']:g}% (--min-effect) "
-                           f"and p < {test['alpha']:g} ({how}; of the {test['metrics_tested']} metrics tested, "
+                           f"and p < {test['alpha']:g} ({how}; of the {test['metrics_tested']} metrics tested{tests}, "
                            "output throughput first, the others with Holm's correction only when it changed)", "dim"))
     for other, changes in zip(ids[1:], report["changes"]):
         if changes:
