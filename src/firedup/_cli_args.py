@@ -21,6 +21,7 @@ from .bench.metrics import checked_percentile
 from .bench.session import Measure
 from .bench.workload import Workload
 from .defaults import GRACE, QUIET, STALL, STOP_GRACE
+from .registry import KEEP_ENDED
 from .rules import FAMILIES
 
 SERVERS = (*FAMILIES, "generic")
@@ -248,6 +249,8 @@ def parser() -> argparse.ArgumentParser:
     _ssh_options(st)
 
     ps = sub.add_parser("ps", help="list servers started by firedup launch")
+    ps.add_argument("--all", action="store_true",
+                    help=f"the ended ones too (exited, or stopped by firedup stop; the last {KEEP_ENDED} are kept)")
     ps.add_argument("--json", action="store_true")
 
     b = sub.add_parser("bench", help="measure a ready server (OpenAI-compatible API, streaming)",

@@ -307,6 +307,8 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
             remote.events()
             time.sleep(0.05)
         remote.close()
+        run.stopped = time.time()
+        run.save()
         note = f"stopped the server's process group on {host}"
     return Launched(run, None, verdict, note)
 

@@ -90,17 +90,22 @@ def stop(name: str, grace: float = STOP_GRACE, ssh_args: Sequence[str] = ()) -> 
     SIGKILL after ``grace``; a Slurm job is cancelled): what became of it."""
     record = registry.load(name)
     if record.job:
-        return f"{record.name}: {slurm.stop(record, ssh_args)}"
-    if record.host:
-        return f"{record.name} on {record.host}: {stop_remote(record, grace, ssh_args)}"
-    if not record.alive():
+        said = f"{record.name}: {slurm.stop(record, ssh_args)}"
+    elif record.host:
+        said = f"{record.name} on {record.host}: {stop_remote(record, grace, ssh_args)}"
+    elif not record.alive():
         return f"{record.name} is not running"
-    return f"{record.name}: {pgroup.stop_group(record.pid, grace)}"
+    else:
+        said = f"{record.name}: {pgroup.stop_group(record.pid, grace)}"
+    record.stopped = time.time()
+    record.save()
+    return said
 
 
 def listing() -> list[dict[str, Any]]:
-    """The servers ``firedup launch`` started, as ``firedup ps --json`` lists them."""
-    return [{"name": r.name, "host": r.host, "pid": r.pid, "alive": r.alive(), "server": r.server, "url": r.url,
-             "log": r.log, "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
-             "cmd": " ".join(r.argv), **({"job": r.job, "job_state": slurm.state(r.job, r.host)} if r.job else {})}
+    """The servers ``firedup launch`` started, as ``firedup ps --all --json`` lists them."""
+    return [{"name": r.name, "host": r.host, "pid": r.pid, "alive": r.alive(), "stopped": r.stopped is not None,
+             "server": r.server, "url": r.url, "log": r.log,
+             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)), "cmd": " ".join(r.argv),
+             **({"job": r.job, "job_state": slurm.state(r.job, r.host)} if r.job else {})}
             for r in registry.records()]

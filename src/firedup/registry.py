@@ -15,6 +15,8 @@ import psutil
 
 from ._exceptions import InputError
 
+KEEP_ENDED = 20  # records of ended servers kept for ps --all (their logs are never deleted)
+
 
 def state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
@@ -33,6 +35,7 @@ class Record:
     created: float  # the process's own start time: tells a reused pid apart
     host: str | None = None  # [user@]host[:port] for a server launched over SSH
     job: str | None = None  # a Slurm job id, for a server launched with --slurm
+    stopped: float | None = None  # when firedup stopped it: a remote server or job is not asked again
 
     @property
     def path(self) -> Path:
@@ -43,11 +46,12 @@ class Record:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=1))
         os.replace(tmp, self.path)
+        prune()
 
     def alive(self) -> bool | None:
-        """Whether it still runs (None: on a remote host, not asked)."""
+        """Whether it still runs (None: on a remote host or a Slurm job that firedup has not stopped, not asked)."""
         if self.host or self.job:
-            return None
+            return False if self.stopped else None
         try:
             proc = psutil.Process(self.pid)
             return abs(proc.create_time() - self.created) < 1.0 and proc.status() != psutil.STATUS_ZOMBIE
@@ -68,6 +72,14 @@ def load(name: str) -> Record:
         raise InputError(f"no launched server named {name!r} (see firedup ps)") from None
     except (ValueError, TypeError) as e:
         raise InputError(f"unreadable run record {path}: {e}") from None
+
+
+def prune(keep: int = KEEP_ENDED) -> None:
+    """Forget all but the ``keep`` latest servers known to have ended, lest ``ps --all`` grow without end;
+    their logs are kept."""
+    ended = [r for r in records() if r.alive() is False]
+    for record in sorted(ended, key=lambda r: r.started, reverse=True)[keep:]:
+        record.path.unlink(missing_ok=True)
 
 
 def records() -> list[Record]:
