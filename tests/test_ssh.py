@@ -161,6 +161,22 @@ def test_path_missing_waits_like_a_local_file_until_the_stall_window(tmp_path):
     finally:
         source.close()
     assert verdict.outcome == "stalled"
+    # and says so as a local watch does: waiting at once, and the note at the verdict
+    target = f"ssh://testhost{tmp_path}/no/such.log"
+    events = [json.loads(line) for line in run_cli("watch", "--json", "--stall", "3", target).stdout.splitlines()]
+    waiting = [e for e in events if e["event"] == "waiting"]
+    assert [e["log"] for e in waiting] == [target]
+    assert events[-1]["outcome"] == "stalled" and events[-1]["notes"] == [f"the log {target} never appeared"]
+    # a log that appears once the agent said it was not there is followed, and the note is not given
+    (tmp_path / "no").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "firedup", "watch", "--json", "--stall", "2", target],
+                            stdout=subprocess.PIPE, text=True)
+    events = [json.loads(proc.stdout.readline()) for _ in range(2)]
+    (tmp_path / "no" / "such.log").write_text(ARGS)
+    events += [json.loads(line) for line in proc.stdout]
+    proc.wait(timeout=30)
+    said = [e["event"] for e in events]
+    assert said[1] == "waiting" and "following" in said and "notes" not in events[-1]
 
 
 @pytest.mark.parametrize("target,message", [

@@ -90,6 +90,9 @@ class Watch:
         self._remote_ran: set[str] = set()  # the commands the remote tree has run (procstat.working)
         self.environment: dict[str, Any] | None = None  # a remote host's, when its agent sends it
         self.follower = FileFollower(log, offset) if log else None
+        self.log_name = log or (f"ssh://{remote.host}{remote.path}" if remote else "-")
+        # the remote agent found no log, and none has appeared since (hub mode does not say)
+        self._remote_missing = False
         self.stream = stream
         # a pipe's end is its writer's: a server piped into firedup that closes it has ended
         self._piped = stream is not None and stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode)
@@ -130,12 +133,10 @@ class Watch:
             sel.register(self.exit_watch, selectors.EVENT_READ)
         if self.url:
             self._start_prober(sel)
-        log = (self.follower.path if self.follower else f"ssh://{self.remote.host}{self.remote.path}" if self.remote
-               else "-")
-        self._emit(0.0, "start", server=self.engine.family, log=log,
+        self._emit(0.0, "start", server=self.engine.family, log=self.log_name,
                    pid=self.exit_watch.pid if self.exit_watch else None, url=self.prober.url if self.prober else None)
         if self.follower is not None and not os.path.exists(self.follower.path):  # not opened yet either way
-            self._emit(0.0, "waiting", log=self.follower.path)
+            self._emit(0.0, "waiting", log=self.log_name)
         if self.expect:
             self._emit(0.0, "expect", **self.expect)
         self._look_for_writer(sel, self.started)
@@ -184,9 +185,8 @@ class Watch:
                         verdict = replace(verdict, stacks=stack_dump(self.sampler.sample()))
                         if self.sampler.stopped():
                             verdict = replace(verdict, notes=[*verdict.notes, STOPPED_NOTE])
-                    if self.follower is not None and not self.follower.exists:
-                        note = f"the log {self.follower.path} never appeared"
-                        verdict = replace(verdict, notes=[*verdict.notes, note])
+                    if self.follower is not None and not self.follower.exists or self._remote_missing:
+                        verdict = replace(verdict, notes=[*verdict.notes, f"the log {self.log_name} never appeared"])
                     return verdict
                 self._view(now)
                 for key, _ in sel.select(self._sleep(now)):
@@ -368,7 +368,11 @@ class Watch:
                 self._probe(payload, self.remote.url, now)
             elif kind == "error":
                 raise InputError(payload)
+            elif kind == "waiting":
+                self._remote_missing = True
+                self._emit(now - self.started, "waiting", log=self.log_name)
             elif kind == "reopened":
+                self._remote_missing = False
                 self._emit(now - self.started, "following", offset=self.remote.offset)
             elif kind == "environment":
                 self.environment = payload

@@ -11,6 +11,7 @@ from there on the host and calls ``main``.
 
 Output: one record a line, "<kind> <payload>":
   O <inode> <offset>     the log is open at this inode, data follows from offset
+  N                      the log does not exist yet: followed from when it appears
   L <base64>             log bytes
   P <json>               process tree sample (pids, commands, rss, read, write, gpu)
   X <code>               the process ended (-255: not our child, status unknown)
@@ -274,7 +275,7 @@ def main(encoded: str) -> int:
         pid = child.pid
         emit("S", str(pid))
     tail = Tail(path, args.get("offset", 0), args.get("inode"))
-    last_sample, last_probe, last_beat, empty = 0.0, 0.0, 0.0, False
+    last_sample, last_probe, last_beat, empty, missing = 0.0, 0.0, 0.0, False, False
     exit_code = None
     while True:
         now = time.time()
@@ -287,6 +288,9 @@ def main(encoded: str) -> int:
             if st is not None and not pid and not args.get("launch"):
                 pid = find_writer(path, report=True)
                 empty = st.st_size == 0
+            elif st is None and not missing:
+                missing = True
+                emit("N")
         if tail.f is not None:
             tail.read()
         if not pid and empty and tail.offset > 0:  # a server started with "> log" after the agent opened it

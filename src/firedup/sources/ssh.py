@@ -161,7 +161,8 @@ def _classify(stderr: str, host: Host) -> str | None:
 
 class RemoteSource:
     """Events from the remote agent: ("log", bytes), ("evidence", dict),
-    ("exit", code), ("probe", dict), ("started", pid), ("error", message)."""
+    ("exit", code), ("probe", dict), ("started", pid), ("error", message),
+    ("waiting", None) (the log does not exist yet, said once)."""
 
     def __init__(self, host: Host, path: str, *, pid: int | None = None, url: str | None = None,
                  launch: list[str] | None = None, ssh_args: Sequence[str] = (), clock=time.monotonic,
@@ -184,6 +185,7 @@ class RemoteSource:
         self._retry_at: float | None = None
         self._attempt = 0
         self._received_any = False
+        self._waiting = False
         self.connect()
 
     # -- the connection -------------------------------------------------------
@@ -284,6 +286,9 @@ class RemoteSource:
             if int(inode) != self.inode or int(offset) < self.offset:
                 out.append(("reopened", None))
             self.inode, self.offset = int(inode), int(offset)
+        elif kind == b"N" and self.inode is None and not self._waiting:  # once; a log that went is not "not yet"
+            self._waiting = True
+            out.append(("waiting", None))
         elif kind == b"P":
             out.append(("evidence", json.loads(payload)))
         elif kind == b"X":
