@@ -1684,6 +1684,15 @@ def test_a_llama_server_restart_appended_after_its_ready_run_exited_is_judged_on
     assert Run(quiet=2.0).log(build + up, at=0.1).outcome == "ready"  # no process known: the log's run
 
 
+def test_a_restart_loop_watched_live_is_the_first_runs_failure_as_diagnose_says():
+    # a restart policy's three tries, read at once by a live watch (the backlog): as diagnose reads them
+    tries = "usage: vllm [-h] [-v]\nvllm: error: unrecognized arguments: org/model\n" * 3
+    run = Run(stall=300)
+    v = run.log(tries, at=1) or run.idle(2) or run.judge.decide(3)
+    assert (v.outcome, v.cause, v.evidence["lineno"]) == ("failed", "bad_argument", 2)
+    assert _diagnosed(tries).evidence["lineno"] == 2 and "3 runs" in v.notes[0]
+
+
 def test_a_restarts_configuration_is_its_own_not_the_earlier_runs():
     args = "(APIServer pid=1) INFO 04-25 08:50:39 [utils.py:233] non-default args: {{'model_tag': 'm', {}}}\n"
     first = VLLM_START + args.format("'dtype': 'float16'") + "vllm serve: error: unrecognized arguments: --bogus\n"

@@ -812,7 +812,7 @@ class Judge:
         """The verdict as soon as it can be known, or None to keep watching."""
         if self.fatal:
             if self._cause_named() or now - self.last_line_at >= self.settle:
-                return self._failed(now)
+                return self._failure(now)
             return None  # the lines that name the cause usually follow within the burst
         # (an empty log has not begun: the start it will show may be a second away, as a server's imports are)
         if self._unchecked_answer is not None and self.last_line is not None \
@@ -824,16 +824,16 @@ class Judge:
                 return None
             if self.stopped is not None:
                 return self._stalled(now, self._evidence_of(self._before_stop()))
-            return self._failed(now)
+            return self._failure(now)
         if self.ready is not None:
             if self.went_down:
-                return self._failed(now)  # it shut itself down after a root cause, before its ready was answered
+                return self._failure(now)  # it shut itself down after a root cause, before its ready was answered
             # that run is over, and a process still writes the log (a restart appending to it): the next run decides
             over = self.ended is not None and self.quiet is None
             if not over and self._ready_confirmed(now):
                 return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         elif self.candidates and (now - self.pending_since >= self.grace or self._quiet_after_exception(now)):
-            return self._failed(now)
+            return self._failure(now)
         if self.timeout is not None and now - self.started >= self.timeout:
             return self._verdict("timeout", now, self._last_said(), explanation=TIMEOUT_EXPLANATION,
                                  remedy=TIMEOUT_REMEDY)
@@ -841,9 +841,9 @@ class Judge:
             return None  # waiting for nodes is not a stall
         if self.stall is not None and now - self.last_evidence >= max(self.stall, self.stall_for.get(self.phase, 0)):
             if self.candidates:
-                return self._failed(now)
+                return self._failure(now)
             if self._ended_on_error():
-                return self._failed(now)  # silent since the error lines it ends on
+                return self._failure(now)  # silent since the error lines it ends on
             if self.stopped is not None and self.ready is None:
                 return self._stalled(now, self._evidence_of(self._before_stop()))
             if self._ended_up() and self.confirm is None:
@@ -853,6 +853,11 @@ class Judge:
                 return self._verdict("ready", now, self._evidence_of(self.first_request))  # it takes requests
             return self._stalled(now, self._where_it_got())
         return None
+
+    def _failure(self, now: float) -> Verdict:
+        """This run's failure; the first run's, when the runs before it in the
+        same log failed the same way (a restart loop), watched live or finished."""
+        return _first_of_loop(self.failed_runs + [self._failed(now)])
 
     def _stalled(self, now: float, evidence: dict[str, Any] | None) -> Verdict:
         """A run that stopped or went silent before ready; a restart after a
@@ -912,7 +917,7 @@ class Judge:
         """The verdict on a finished log: no more lines will come."""
         exited = self.exit_code not in (None, 0) and self.ready is None and self.stopped is None
         if self.fatal or self.candidates or self._ended_on_error() or exited or self.went_down:
-            return _first_of_loop(self.failed_runs + [self._failed(now)])
+            return self._failure(now)
         if self.ready is not None:
             return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         if self._only_requests():
