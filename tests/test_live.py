@@ -370,6 +370,7 @@ def test_python_api_and_fixture(tmp_path, firedup_server):
     (["python", "server.py"], None, None),
     (["bash", "-c", "exec transformers serve m --host 127.0.0.1 --port 18644"], "transformers", "http://127.0.0.1:18644"),
     (["sh", "-ec", "cd /srv && vllm serve m --port=8001"], "vllm", "http://127.0.0.1:8001"),
+    (["bash", "-c", "mkdir -p /tmp/x && exec vllm serve m"], "vllm", "http://127.0.0.1:8000"),
 ])
 def test_url_from_the_command_line(argv, family, url):
     assert derive_url(argv, family) == url

@@ -64,8 +64,11 @@ def _shell_words(argv: Sequence[str]) -> list[str]:
 def derive_url(argv: Sequence[str], family: str | None) -> str | None:
     """The server's base URL from its own --host/--port (also inside a shell's
     ``-c`` command), or the family's default port."""
-    argv = _shell_words(argv)
-    port = _flag(argv, "--port", "-p") if family != "llamacpp" else _flag(argv, "--port")
+    words = _shell_words(argv)
+    port = _flag(words, "--port", "-p") if family != "llamacpp" else _flag(words, "--port")
+    if words != list(argv) and port is not None and not port.isdigit():
+        port = None  # another of the script's commands' flag ("mkdir -p /x && vllm serve m"), or "$PORT"
+    argv = words
     if port is None and family is not None:
         default = rules.load().packs[family].default_port
         port = str(default) if default else None
