@@ -191,6 +191,17 @@ def test_an_abort_quoting_an_nccl_error_gives_the_evidence_to_its_first_copy():
     assert verdict.cause == "nccl" and verdict.evidence == {"line": timeout, "lineno": 2}
 
 
+def test_a_log_ending_on_a_long_burst_of_error_lines_names_the_first_its_rule_read():
+    """The log's last words reach back a few lines; the burst they belong to
+    began before that, where the runtime first said what failed."""
+    trace = ["rtGetDeviceCount execution failed, reason=driver error:internal error[FUNC:FuncErrorReason]",
+             "get device count failed, runtime result = 507899.[FUNC:ReportCallError]"]
+    trace += [f"step {i} of the device setup failed, retCode=0x7020010[FUNC:SetDevice]" for i in range(7)]
+    log = VLLM + "".join(f"(EngineCore pid=118)         {line}\n" for line in trace)
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert verdict.cause == "gpu_unavailable" and verdict.evidence["lineno"] == 2
+
+
 def test_a_wrapper_whose_root_cause_is_cut_off_says_so():
     """A tail that starts after the engine's traceback: the wrapper is the evidence,
     and the verdict says the error it points to is not in the log."""

@@ -1050,6 +1050,8 @@ class Judge:
                              and c.cause == "warmup_failed"), None)
         elif best.kind in ("fatal", "last_words") or best.data.get("what"):
             evidence = self._first_copy(best)
+            if best.kind == "last_words":
+                evidence = self._burst_start(evidence)
         elif best.kind in ("exception", "fatal") and best.cause_rule is not None:
             evidence = self._where_it_arose(best, candidates)
         if evidence is best and best.kind == "exception" and best.cause == "compile_error":
@@ -1168,6 +1170,21 @@ class Judge:
         frame = next((c for c in self.causes if 0 < c.lineno - fault.lineno <= BURST_LINES
                       and c.cause_rule is not None and c.cause_rule.stack), None)
         return frame.cause_rule if frame is not None else None
+
+    def _burst_start(self, words: Signal) -> Signal:
+        """The first line its cause rule read in the burst of error lines a log
+        ends on, where the last words found reach back only a few lines: a
+        runtime's indented trace ("rtGetDeviceCount execution failed", then
+        "get device count failed", then eight more) says it first."""
+        found = words
+        for c in reversed(self.causes):
+            if c.lineno >= found.lineno:
+                continue
+            if c.lineno <= self._calm_lineno or found.lineno - c.lineno > BURST_LINES:
+                break
+            if c.cause_rule is words.cause_rule:
+                found = c
+        return found
 
     def _first_copy(self, best: Signal) -> Signal:
         """The first copy of the message a fatal root (the what() of a C++
