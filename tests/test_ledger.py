@@ -416,3 +416,51 @@ def test_a_benchmark_the_ledger_refuses_still_shows_its_numbers_and_says_they_we
     lost = [f"{full}: the benchmark's numbers were not recorded"]
     assert err.splitlines() == (lost if command == "bench" else [full, *lost]), err
     assert [r["name"] for r in json.loads(run_cli("runs", "--json", "--ledger", str(path)).stdout)] == ["kept"]
+
+
+def test_one_damaged_row_is_named_in_one_line_and_the_other_runs_read_as_before(tmp_path):
+    """A JSON column that is not JSON (or not the shape it holds) spoils only its own run: runs lists every
+    run and names the damaged one on stderr; show, diff and compare of it say so in one line, exit 2; the
+    others show, diff and compare as before; a start's history passes over it; the file is left as it was."""
+    from firedup.bench.compare import aggregate
+    from firedup.bench.workload import Workload
+    from firedup.ledger.memory import Memory
+
+    path = tmp_path / "l.db"
+    argv = ["vllm", "serve", "m"]
+    with Ledger(path) as ledger:
+        for throughput in (90.0, 80.0, 85.0):
+            ledger.record(kind="bench", name="b", outcome="ready", workload=Workload().describe(), phases={},
+                          metrics=aggregate([{"output_throughput": throughput, "client": "firedup", "model": "m"}]))
+        ledger.record(kind="launch", name="l", outcome="ready", command=argv, phases={"weights": 3.0},
+                      fingerprint=history.fingerprint("vllm", argv, None))
+    db = sqlite3.connect(path)
+    db.execute("UPDATE runs SET metrics = '{not json' WHERE id = 2")
+    db.execute("UPDATE runs SET phases = '[1, 2]' WHERE id = 4")
+    db.commit()
+    db.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+
+    def cli(*args):
+        proc = run_cli(*args, "--ledger", str(path))
+        return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+    code, out, err = cli("runs")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["4", "3", "2", "1"], out
+    assert err.splitlines() == [
+        "firedup: run 4 is damaged in the ledger: its phases is a list, not an object; left as it is",
+        "firedup: run 2 is damaged in the ledger: its metrics is not JSON (Expecting property name enclosed "
+        "in double quotes: line 1 column 2 (char 1)); left as it is"], err
+    code, out, err = cli("runs", "--json")
+    listed = {r["id"]: r for r in json.loads(out)}
+    assert code == 0 and listed[2]["metrics"] is None and list(listed[2]["damaged"]) == ["metrics"]
+    assert listed[4]["phases"] == {} and "damaged" not in listed[3]
+    for args in (["show", "2"], ["show", "--json", "2"], ["diff", "1", "2"], ["compare", "2", "3"],
+                 ["compare", "--force", "3", "2"], ["bench", "2"]):
+        code, out, err = cli(*args)
+        assert code == 2 and out == "" and err.count("\n") == 1, (args, code, err)
+        assert err.startswith(f"firedup: run 2 is damaged in the ledger {path}: its metrics is not JSON ("), err
+    assert cli("show", "3")[0] == 0 and cli("diff", "1", "3")[0] == 0 and cli("compare", "1", "3")[0] == 0
+    with Ledger(path) as ledger:  # the launch's history passes over its damaged run
+        assert Memory(ledger, "vllm", argv).last_good is None
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before

@@ -27,7 +27,7 @@ from .bench import plot, session
 from .bench.metrics import RequestResult
 from .judge import Verdict
 from .ledger import history
-from .ledger.store import Ledger
+from .ledger.store import Ledger, damage
 from .sinks import Sink, summary, view
 from .sinks.events import JsonEvents
 from .sinks.live import LiveView, PlainView
@@ -181,11 +181,14 @@ def cmd_ps(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     ledger = Ledger(args.ledger, read_only=True)
-    found = ledger.find(name=args.name, server=args.server, since=args.since, limit=args.limit)
+    found = ledger.find(name=args.name, server=args.server, since=args.since, limit=args.limit, damaged=True)
     if args.json:
         print(json.dumps(found, default=str))
     else:
         view.runs_table(found, _console())
+    for run in found:  # listed with what could be read; its row is never rewritten
+        if "damaged" in run:
+            print(f"firedup: run {run['id']} is damaged in the ledger: {damage(run)}; left as it is", file=sys.stderr)
     return 0
 
 

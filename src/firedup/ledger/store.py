@@ -62,6 +62,11 @@ MIGRATIONS = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 JSON_COLUMNS = ("command", "config", "phases", "evidence", "environment", "workload", "metrics", "scheduler")
+# What each JSON column holds, and what a run reads in its place when its text is damaged (not JSON, or JSON
+# of another shape: a hand edit, another program's write): the columns that may be NULL read None.
+SHAPES: dict[str, tuple[type, Any]] = {"command": (list, []), "config": (dict, {}), "phases": (dict, {}),
+                                       "evidence": (dict, None), "environment": (dict, {}), "workload": (dict, None),
+                                       "metrics": (dict, None), "scheduler": (dict, None)}
 
 
 def ledger_path(explicit: str | os.PathLike | None = None) -> Path:
@@ -187,22 +192,28 @@ class Ledger:
         return cur.lastrowid
 
     def get(self, run_id: int) -> dict[str, Any] | None:
+        """Run ``run_id`` (None when there is none); a damaged one as ``find`` gives it, marked ``damaged``."""
         if not -(1 << 63) <= run_id < 1 << 63:  # past SQLite's integers (sqlite3 raises OverflowError): none
             return None
         row = self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _decode(row) if row else None
 
     def run(self, run_id: int) -> dict[str, Any]:
-        """Run ``run_id``, for a person who named it: InputError when there is none."""
+        """Run ``run_id``, for a person who named it: InputError when there is none, LedgerError when
+        its row is damaged (it is left as it is)."""
         found = self.get(run_id)
         if found is None:
             raise InputError(f"no run {run_id} in the ledger (see firedup runs)")
+        if "damaged" in found:
+            raise LedgerError(f"run {run_id} is damaged in the ledger {self.path}: {damage(found)}; it is left "
+                              "as it is, and the other runs read as before (firedup runs)")
         return found
 
     def find(self, *, name: str | None = None, server: str | None = None, since: float | None = None,
              fingerprint: str | None = None, outcome: str | None = None, kind: str | None = None,
-             not_kind: str | None = None, limit: int | None = None) -> list[dict]:
-        """Runs, newest first."""
+             not_kind: str | None = None, limit: int | None = None, damaged: bool = False) -> list[dict]:
+        """Runs, newest first. A run whose row is damaged is passed over, unless ``damaged``: then it is
+        there, its damaged columns read empty and ``damaged`` says what is wrong with each."""
         where: list[str] = []
         params: list[Any] = []
         for column, value in (("name", name), ("server", server), ("fingerprint", fingerprint),
@@ -219,16 +230,43 @@ class Ledger:
         sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_decode(row) for row in self.db.execute(sql, params)]
+        runs = [_decode(row) for row in self.db.execute(sql, params)]
+        return runs if damaged else [run for run in runs if "damaged" not in run]
 
     def integrity(self) -> str:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0]
 
 
 def _decode(row: sqlite3.Row) -> dict[str, Any]:
+    """The run a row holds; a JSON column whose text is damaged reads empty, and ``damaged`` says why
+    (column: what is wrong). Nothing is written back: the row stays as it is."""
     run = dict(row)
+    damaged = {}
     for column in JSON_COLUMNS:
-        if column in run and run[column] is not None:
-            run[column] = json.loads(run[column])
+        if column not in run or run[column] is None:
+            continue
+        shape, empty = SHAPES[column]
+        try:
+            value = json.loads(run[column])
+        except (TypeError, ValueError) as e:  # ValueError: not JSON; TypeError: a BLOB or a number stored there
+            damaged[column] = f"not JSON ({e})"
+            value = empty
+        else:
+            if not isinstance(value, shape) and not (value is None and empty is None):
+                damaged[column] = f"{_kind(value)}, not {_kind(shape())}"
+                value = empty
+        run[column] = value
+    if damaged:
+        run["damaged"] = damaged
     return run
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def damage(run: dict[str, Any]) -> str:
+    """What is wrong with a damaged run, for a person: "its metrics is not JSON (...)"."""
+    return "; ".join(f"its {column} is {why}" for column, why in run["damaged"].items())
 
