@@ -320,16 +320,55 @@ def test_a_ledger_that_cannot_be_written_is_refused_before_anything_starts(tmp_p
         assert [r["name"] for r in json.loads(kept.stdout)] == ["kept"], kept.stderr
 
 
-def test_a_ledger_in_a_read_only_folder_cannot_be_opened_and_is_not_called_broken(tmp_path):
+def test_a_ledger_in_a_read_only_folder_is_read_and_a_write_to_it_refused_in_one_line(tmp_path):
+    """SQLite cannot make the -wal and -shm files beside it: runs, show, diff and compare read it all
+    the same (read-only, or as immutable when no -wal file holds runs the main file lacks); a writer is
+    refused in one line, exit 2, and nothing is made in the folder."""
     folder = tmp_path / "ledgers"
     folder.mkdir()
-    one_run(folder / "l.db")
+    path = folder / "l.db"
+    with Ledger(path) as ledger:
+        for name in ("a", "b"):
+            ledger.record(kind="launch", name=name, outcome="ready", phases={"weights": 1.0})
+    log = tmp_path / "ready.log"
+    log.write_text("[2025-04-09 05:05:21] The server is fired up and ready to roll!\n")
     with unwritable(folder):
-        proc = run_cli("runs", "--ledger", str(folder / "l.db"))
-    err = proc.stderr.decode()
-    assert proc.returncode == 2 and err.count("\n") == 1 and "usable" not in err, err
-    assert err.startswith(f"firedup: cannot open the ledger {folder / 'l.db'}: unable to open database file "
-                          f"(its folder {folder} is read-only"), err
+        listed = run_cli("runs", "--json", "--ledger", str(path))
+        assert listed.returncode == 0 and [r["name"] for r in json.loads(listed.stdout)] == ["b", "a"], listed.stderr
+        for args in (["show", "1"], ["diff", "1", "2"]):
+            proc = run_cli(*args, "--ledger", str(path))
+            assert proc.returncode == 0 and proc.stderr == b"", (args, proc.stderr)
+        compared = run_cli("compare", "1", "2", "--ledger", str(path))  # read: refused for what the runs are
+        assert compared.stderr.decode() == "firedup: run 1 is not a benchmark run (see firedup runs)\n"
+        proc = run_cli("diagnose", "--record", str(log), "--ledger", str(path))
+        err = proc.stderr.decode()
+        assert proc.returncode == 2 and err.count("\n") == 1 and "usable" not in err, err
+        assert err.startswith(f"firedup: cannot write to the ledger {path}: unable to open database file "
+                              f"(its folder {folder} is read-only"), err
+    assert sorted(p.name for p in folder.iterdir()) == ["l.db"]
+
+
+def test_a_read_only_ledger_whose_wal_file_holds_runs_is_read_with_them_or_refused(tmp_path):
+    """A writer left runs in the -wal file, not yet in the main file: read with them (the -shm file is
+    there too), or, without the -shm file, refused in one line; never read as if they were not there."""
+    source, folder = tmp_path / "source.db", tmp_path / "ledgers"
+    folder.mkdir()
+    with Ledger(source) as ledger:
+        ledger.db.execute("PRAGMA wal_autocheckpoint = 0")
+        ledger.record(kind="launch", name="in-wal", outcome="ready", phases={})
+        for suffix in ("", "-wal", "-shm"):
+            shutil.copy(f"{source}{suffix}", f"{folder / 'l.db'}{suffix}")
+    path = folder / "l.db"
+    with unwritable(folder):
+        listed = run_cli("runs", "--json", "--ledger", str(path))
+        assert [r["name"] for r in json.loads(listed.stdout)] == ["in-wal"], listed.stderr
+    (folder / "l.db-shm").unlink()
+    with unwritable(folder):
+        proc = run_cli("runs", "--ledger", str(path))
+    assert proc.returncode == 2 and proc.stderr.decode() == (
+        f"firedup: cannot open the ledger {path}: its folder {folder} is read-only, and its runs in l.db-wal "
+        "cannot be read without the l.db-shm file SQLite would make there: copy the ledger with its -wal file "
+        "to a writable folder\n")
 
 
 @pytest.mark.parametrize("command", [["runs"], ["show", "1"], ["diff", "1", "2"], ["compare", "1", "2"]])

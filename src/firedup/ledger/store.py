@@ -94,12 +94,15 @@ class Ledger:
         try:
             if not read_only:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-            self.db.row_factory = sqlite3.Row
-            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._check_and_migrate()
-            self._use_wal()
-            self.db.execute("PRAGMA synchronous = NORMAL")
+            try:
+                self._connect()
+            except sqlite3.OperationalError as e:
+                # SQLite cannot make the ledger's -wal and -shm files beside it (a read-only folder):
+                # a read opens it read-only all the same, a write is refused below
+                if not read_only or e.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY):
+                    raise
+                self.db.close()
+                self._connect_read_only()
             if not read_only:
                 self._check_writable()
         except sqlite3.DatabaseError as e:
@@ -110,6 +113,39 @@ class Ledger:
         except OSError as e:  # its folder cannot be made
             raise LedgerError(f"cannot write to the ledger {self.path}: {e.strerror or e}") from None
 
+    def _connect(self, uri: str | None = None) -> None:
+        """Open the ledger (``uri``: read-only, as SQLite's file: URI says), brought up to this schema
+        and in WAL mode unless read-only."""
+        self.db = sqlite3.connect(uri or self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                  uri=uri is not None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if uri is not None:
+            self._check_and_migrate(migrate=False)
+            return
+        self._check_and_migrate()
+        self._use_wal()
+        self.db.execute("PRAGMA synchronous = NORMAL")
+
+    def _connect_read_only(self) -> None:
+        """A ledger in a folder SQLite cannot write: read with mode=ro, which needs the -wal and -shm
+        files there already (a writer left them); without them, as immutable, which reads the main
+        file alone: refused when a -wal file holds what the main file may not have yet."""
+        where = self.path.resolve().as_uri()
+        try:
+            self._connect(f"{where}?mode=ro")
+            return
+        except sqlite3.OperationalError as e:
+            self.db.close()
+            if e.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN:
+                raise
+        wal = Path(f"{self.path}-wal")
+        if wal.exists() and wal.stat().st_size:
+            raise LedgerError(f"cannot open the ledger {self.path}: its folder {self.path.parent} is read-only, "
+                              f"and its runs in {wal.name} cannot be read without the {self.path.name}-shm "
+                              "file SQLite would make there: copy the ledger with its -wal file to a writable "
+                              "folder")
+        self._connect(f"{where}?immutable=1")
     def _folder_note(self) -> str:
         # The file may be fine: SQLite also needs to create its -wal and -shm files beside it.
         if os.access(self.path.parent, os.W_OK):
@@ -125,10 +161,11 @@ class Ledger:
         finally:
             self.db.execute("ROLLBACK")
 
-    def _check_and_migrate(self) -> None:
+    def _check_and_migrate(self, migrate: bool = True) -> None:
         # Under the write lock, so that two firedup processes opening a new
-        # ledger at once do not see each other's half-made schema.
-        self.db.execute("BEGIN IMMEDIATE")
+        # ledger at once do not see each other's half-made schema; read-only,
+        # an older schema is read as it is (the columns it lacks read empty).
+        self.db.execute("BEGIN IMMEDIATE" if migrate else "BEGIN")
         try:
             app = self.db.execute("PRAGMA application_id").fetchone()[0]
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -139,10 +176,10 @@ class Ledger:
             if version > SCHEMA_VERSION:
                 raise LedgerError(f"{self.path} was written by a newer firedup (schema {version}, "
                                   f"this one knows {SCHEMA_VERSION}): upgrade firedup")
-            for step in MIGRATIONS[version:]:
+            for step in MIGRATIONS[version:] if migrate else ():
                 for statement in filter(str.strip, step.split(";")):
                     self.db.execute(statement)
-            if version < SCHEMA_VERSION:
+            if version < SCHEMA_VERSION and migrate:
                 self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self.db.execute("COMMIT")
@@ -241,11 +278,13 @@ def _decode(row: sqlite3.Row) -> dict[str, Any]:
     """The run a row holds; a JSON column whose text is damaged reads empty, and ``damaged`` says why
     (column: what is wrong). Nothing is written back: the row stays as it is."""
     run = dict(row)
+    run.setdefault("fingerprint", None)  # a ledger of an older schema, read where it cannot be migrated
     damaged = {}
     for column in JSON_COLUMNS:
-        if column not in run or run[column] is None:
-            continue
         shape, empty = SHAPES[column]
+        if run.get(column) is None:
+            run.setdefault(column, empty)
+            continue
         try:
             value = json.loads(run[column])
         except (TypeError, ValueError) as e:  # ValueError: not JSON; TypeError: a BLOB or a number stored there
