@@ -328,6 +328,10 @@ def test_bad_bench_numbers_are_refused_before_anything_is_sent_or_started(tmp_pa
     ({"percentiles": [math.nan]}, "a percentile is between 0 and 100, not nan"),
     ({"repeat": 0}, "repeat must be 1 or more, not 0"),
     ({"min_effect": -5}, "min_effect must be a finite number, 0 or more, not -5"),
+    ({"vs": [["vllm", "serve", "m"]], "repeat": 2}, "vs takes one command line, a list of strings "
+     "(vs=['vllm', 'serve', 'm2']), not a list holding ['vllm', 'serve', 'm']"),
+    ({"vs": "vllm serve m", "repeat": 2}, "vs takes one command line, a list of strings "
+     "(vs=['vllm', 'serve', 'm2']), not a string: 'vllm serve m'"),
 ])
 def test_the_python_run_refuses_bad_arguments_before_it_starts_anything(tmp_path, kwargs, said):
     started = tmp_path / "started"

@@ -24,6 +24,23 @@ from .sinks import Sink
 
 VS = "--vs"  # firedup run [options] -- CMD_A --vs CMD_B
 
+
+def _command_line(value: Any, what: str, example: str) -> list[str]:
+    """``value`` as one command line (strings, or paths): InputError for a string, or a list holding
+    anything else (a list of command lines, as ``vs=[CMD_B]`` reads)."""
+    said = f"{what} takes one command line, a list of strings ({example})"
+    if isinstance(value, (str, bytes)):
+        raise InputError(f"{said}, not a string: {value!r}")
+    try:
+        args = list(value)
+    except TypeError:
+        raise InputError(f"{said}, not {value!r}") from None
+    odd = next((arg for arg in args if not isinstance(arg, (str, os.PathLike))), None)
+    if odd is not None:
+        raise InputError(f"{said}, not a list holding {odd!r}")
+    return args
+
+
 @dataclass
 class RunResult:
     """What ``firedup.run`` measured: the recorded benchmark of each
@@ -65,6 +82,9 @@ def run(argv: Sequence[str], *, vs: Sequence[str] | None = None, workload: Workl
     measured is stopped; the repeats measured before a failed start or an
     interruption are recorded all the same (their metrics say ``cut_short``, a
     note on the exception names the runs), and the repeat under way is dropped."""
+    commands = {"A": _command_line(argv, "argv", "['vllm', 'serve', 'm']")}
+    if vs is not None:
+        commands["B"] = _command_line(vs, "vs", "vs=['vllm', 'serve', 'm2']")
     how = session.Measure(repeat=repeat, model=model, percentiles=percentiles, goodput=goodput, api_key=api_key)
     if not 0 <= min_effect < math.inf:  # NaN too
         raise InputError(f"min_effect must be a finite number, 0 or more, not {min_effect}")
@@ -72,7 +92,6 @@ def run(argv: Sequence[str], *, vs: Sequence[str] | None = None, workload: Workl
     workload = workload or Workload()
     start = Start(name=name, server=server, url=url, stall=stall, timeout=timeout, kill_on_stall=True,
                   port_check=port_check, slurm=slurm)
-    commands = {"A": list(argv)}
     if vs is None:
         starts = repeat if relaunch else 1
         plan = [("A", start, repeat // starts)] * starts
@@ -81,7 +100,6 @@ def run(argv: Sequence[str], *, vs: Sequence[str] | None = None, workload: Workl
             raise InputError(f"run takes two commands at most: firedup run [options] -- CMD_A {VS} CMD_B")
         if repeat < 2:
             raise InputError("an interleaved run needs --repeat 2 or more (the pairs are the noise)")
-        commands["B"] = list(vs)
         plan = [(side, replace(start, name=f"{start.name or 'ab'}-{side.lower()}"), 1)
                 for i in range(repeat) for side in ("AB" if i % 2 == 0 else "BA")]
     servers: dict[str, session.Server] = {}
