@@ -538,3 +538,26 @@ def test_bench_input_errors_are_one_line(tmp_path):
     proc = run_cli("bench", "--calibrate", "--num-prompts", "2", "--tokenizer", str(tmp_path / "missing"))
     assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup: ")
     assert len(proc.stderr.decode().splitlines()) == 1
+
+
+def test_compare_refuses_a_run_named_twice_and_says_unset_for_what_a_run_did_not_record():
+    """compare 29 29 is no comparison; --force beside a bench of a bare URL (no command, no server
+    recorded) says "unset", never Python's None or an empty side; one repeat each tests no metric, and
+    the line under the table says so instead of "of the 0 metrics tested"."""
+    with Ledger() as ledger:
+        a = _bench_run(ledger, throughput=[90.0])
+        b = _bench_run(ledger, throughput=[80.0], server="llamacpp", command=["python", "-m", "llama_cpp.server"],
+                       config={"n_ctx": 1024}, environment={"python": "3.11"}, workload={"input_len": 512})
+    for args in ([str(a), str(a)], [str(b), str(a), str(b)]):
+        proc = run_cli("compare", "--force", *args)
+        twice = args[0]
+        assert proc.returncode == 2 and proc.stdout == b"", proc.stdout
+        said = f"firedup: run {twice} is named twice: compare sets different runs side by side\n"
+        assert proc.stderr.decode() == said
+    text = run_cli("compare", "--force", str(a), str(b)).stdout.decode()
+    assert "None" not in text and "  →" not in text, text
+    assert (f"changed from run {a} to run {b}: args unset → python -m llama_cpp.server; server unset → llamacpp; "
+            "n_ctx unset → 1024; snapshot missing → taken") in text, text
+    assert "0 metrics tested" not in text
+    assert (f"run {b}: no metric could be tested (one repeat on a side has no noise to test against: --repeat K), "
+            "so no change is called") in text, text

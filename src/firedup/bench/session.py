@@ -170,6 +170,9 @@ def compare_runs(ledger: Ledger, numbers: Sequence[int], *, min_effect: float = 
                  force: bool = False) -> dict[str, Any]:
     """``firedup compare``: recorded benchmark runs side by side (refused when
     their workloads differ, unless ``force``)."""
+    twice = next((n for i, n in enumerate(numbers) if n in numbers[:i]), None)
+    if twice is not None:
+        raise InputError(f"run {twice} is named twice: compare sets different runs side by side")
     chosen = []
     for number in numbers:
         run = ledger.run(number)

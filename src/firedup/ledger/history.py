@@ -104,7 +104,9 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
                 out.append({"section": section, "key": key, "a": old.get(key), "b": new.get(key)})
 
     (command_a, env_a), (command_b, env_b) = _started(a), _started(b)
-    compare("command", {"args": " ".join(startup_args(command_a))}, {"args": " ".join(startup_args(command_b))})
+    # a run with no command line (a bench of a URL) has its args unset, not empty
+    compare("command", {"args": " ".join(startup_args(command_a)) or None},
+            {"args": " ".join(startup_args(command_b)) or None})
     compare("server", {"server": a["server"], "version": a["version"]},
             {"server": b["server"], "version": b["version"]})
     compare("config", a["config"], b["config"])
@@ -168,7 +170,8 @@ def notable(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "only_b": [str(c["key"]) for c in unknown if c["a"] is None]}]
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
+    """A changed value for a person: "unset" where a run did not have it."""
     return "unset" if value is None else str(value)
 
 
@@ -184,7 +187,7 @@ def change_lines(changes: list[dict[str, Any]], limit: int = SHOWN) -> list[str]
                     lines.append(f"{c['section']}: {len(keys)} key(s) only {which} printed "
                                  f"({', '.join(keys[:3])}{more})")
         else:
-            lines.append(f"{c['key']} {_shown(c['a'])} → {_shown(c['b'])}")
+            lines.append(f"{c['key']} {shown(c['a'])} → {shown(c['b'])}")
     if len(lines) > limit:
         lines = lines[:limit - 1] + [f"… and {len(lines) - limit + 1} more (firedup diff shows all)"]
     return lines

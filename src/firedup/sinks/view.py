@@ -12,6 +12,7 @@ from rich.text import Text
 
 from .._outcome import Outcome
 from ..bench.compare import GATE
+from ..ledger.history import shown
 from .summary import printable
 
 BAR_WIDTH = 40
@@ -215,13 +216,18 @@ def compare_table(report: dict[str, Any], console: Console) -> None:
         tests = "; ".join(f"{', '.join(followers)} share {first}'s, the same ratio in every repeat"
                           for first, followers in shared.items())
         tests = f" ({test['hypotheses']} tests: {tests})" if tests else ""
+        if not test["metrics_tested"]:
+            if any(row["changes"][i]["verdict"] != "same" for row in report["rows"]):
+                console.print(Text(f"run {other}: no metric could be tested (one repeat on a side has no noise to "
+                                   "test against: --repeat K), so no change is called", "dim"))
+            continue
         console.print(Text(f"run {other}: a change is called when |Δ| ≥ {test['min_effect_pct']:g}% (--min-effect) "
                            f"and p < {test['alpha']:g} ({how}; of the {test['metrics_tested']} metrics tested{tests}, "
                            "output throughput first, the others with Holm's correction only when it changed)", "dim"))
     for other, changes in zip(ids[1:], report["changes"]):
         if changes:
             console.print(Text(f"changed from run {ids[0]} to run {other}: ", "bold") +
-                          Text("; ".join(f"{c['key']} {c['a']} → {c['b']}" for c in changes)))
+                          Text("; ".join(f"{c['key']} {shown(c['a'])} → {shown(c['b'])}" for c in changes)))
     for note in report.get("notes", ()):
         console.print(Text(f"note: {note}", "yellow"))
 
