@@ -503,3 +503,28 @@ def test_one_damaged_row_is_named_in_one_line_and_the_other_runs_read_as_before(
     with Ledger(path) as ledger:  # the launch's history passes over its damaged run
         assert Memory(ledger, "vllm", argv).last_good is None
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_diff_shortens_a_long_value_and_json_keeps_it_whole():
+    """vLLM prints a compilation_config of 1,500 characters: the table is not padded to its width; a
+    value is folded in its column (a command line whole, the difference at its end seen), a long one cut."""
+    long_a, long_b = "{'level': 3, " + "a" * 1500 + "}", "{'level': 0, " + "b" * 1500 + "}"
+    with Ledger() as ledger:
+        for value, dtype in ((long_a, "float16"), (long_b, "bfloat16")):
+            ledger.record(kind="launch", outcome="ready", phases={},
+                          config={"compilation_config": value, "dtype": dtype})
+    command = ["python", "-m", "llama_cpp.server", "--model", "/models/" + "m" * 60 + ".gguf", "--n_threads"]
+    with Ledger() as ledger:
+        for threads in ("1", "2"):
+            ledger.record(kind="launch", outcome="ready", phases={}, command=[*command, threads])
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # piped: no width to fold to
+    out = subprocess.run([sys.executable, "-m", "firedup", "diff", "1", "2"], capture_output=True, env=env).stdout
+    lines = out.decode().splitlines()
+    assert max(len(line) for line in lines) < 200, [len(line) for line in lines]
+    assert 300 < out.count(b"a") < 500 and out.count(b"b") < 500 and f"({len(long_a)} characters)".encode() in out
+    assert any(line.split()[1:] == ["dtype", "float16", "bfloat16"] for line in lines), lines
+    args = run_cli("diff", "3", "4").stdout.decode()
+    tail = ["mmmmmmmm.gguf", "--n_threads"]
+    assert args.splitlines()[-1].split() == [*tail, "1", *tail, "2"], args
+    changes = json.loads(run_cli("diff", "--json", "1", "2").stdout)["changes"]
+    assert {"section": "config", "key": "compilation_config", "a": long_a, "b": long_b} in changes

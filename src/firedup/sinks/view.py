@@ -16,7 +16,11 @@ from ..ledger.history import shown
 from .summary import printable
 
 BAR_WIDTH = 40
-MAX_ENV_VALUE = 100  # characters of an environment value that show prints
+MAX_ENV_VALUE = 100  # characters of an environment value that show prints (--json keeps it whole)
+# A changed value that diff and compare print: up to this many characters (a command line whole; vLLM's
+# compilation_config, 1,500, cut: --json keeps it whole), diff's table folding it in lines of DIFF_WIDTH.
+MAX_CHANGED_VALUE = 400
+DIFF_WIDTH = 60
 
 
 def _when(epoch: float) -> str:
@@ -75,13 +79,13 @@ def show(run: dict[str, Any], console: Console) -> None:
                       overflow="fold")
 
 
-def _short(value: object) -> str:
-    """An environment value short enough to read (CUDA images set NVIDIA_REQUIRE_CUDA to over 1,000
-    characters); show --json keeps it whole."""
+def _short(value: object, limit: int = MAX_ENV_VALUE) -> str:
+    """A value short enough to read (CUDA images set NVIDIA_REQUIRE_CUDA to over 1,000 characters,
+    vLLM prints a compilation_config of 1,500); --json keeps it whole."""
     text = str(value)
-    if len(text) <= MAX_ENV_VALUE:
+    if len(text) <= limit:
         return text
-    return f"{text[:MAX_ENV_VALUE - 20]}… ({len(text)} characters)"
+    return f"{text[:limit - 20]}… ({len(text)} characters)"
 
 
 def diff(a: int, b: int, changes: list[dict[str, Any]], console: Console) -> None:
@@ -89,14 +93,16 @@ def diff(a: int, b: int, changes: list[dict[str, Any]], console: Console) -> Non
         console.print(f"runs {a} and {b}: same configuration, environment and phase durations")
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("", "", f"run {a}", f"run {b}"):
+    for column in ("", ""):
         table.add_column(column, overflow="fold")
+    for column in (f"run {a}", f"run {b}"):
+        table.add_column(column, overflow="fold", max_width=DIFF_WIDTH)
     for c in changes:
         old, new = c["a"], c["b"]
         if c["section"] == "phases":
             old = f"{old:.1f} s" if old is not None else "-"
             new = f"{new:.1f} s" if new is not None else "-"
-        table.add_row(c["section"], c["key"], "-" if old is None else str(old), "-" if new is None else str(new))
+        table.add_row(c["section"], c["key"], *("-" if v is None else _short(v, MAX_CHANGED_VALUE) for v in (old, new)))
     console.print(table)
 
 
@@ -226,8 +232,9 @@ def compare_table(report: dict[str, Any], console: Console) -> None:
                            "output throughput first, the others with Holm's correction only when it changed)", "dim"))
     for other, changes in zip(ids[1:], report["changes"]):
         if changes:
-            console.print(Text(f"changed from run {ids[0]} to run {other}: ", "bold") +
-                          Text("; ".join(f"{c['key']} {shown(c['a'])} → {shown(c['b'])}" for c in changes)))
+            said = (f"{c['key']} " + " → ".join(_short(shown(c[side]), MAX_CHANGED_VALUE) for side in "ab")
+                    for c in changes)
+            console.print(Text(f"changed from run {ids[0]} to run {other}: ", "bold") + Text("; ".join(said)))
     for note in report.get("notes", ()):
         console.print(Text(f"note: {note}", "yellow"))
 
