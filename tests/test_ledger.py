@@ -475,7 +475,7 @@ def test_one_damaged_row_is_named_in_one_line_and_the_other_runs_read_as_before(
                       fingerprint=history.fingerprint("vllm", argv, None))
     db = sqlite3.connect(path)
     db.execute("UPDATE runs SET metrics = '{not json' WHERE id = 2")
-    db.execute("UPDATE runs SET phases = '[1, 2]' WHERE id = 4")
+    db.execute("UPDATE runs SET phases = '[1, 2]', config = '[]' WHERE id = 4")
     db.commit()
     db.close()
     before = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -487,7 +487,7 @@ def test_one_damaged_row_is_named_in_one_line_and_the_other_runs_read_as_before(
     code, out, err = cli("runs")
     assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["4", "3", "2", "1"], out
     assert err.splitlines() == [
-        "firedup: run 4 is damaged in the ledger: its phases is a list, not an object; left as it is",
+        "firedup: run 4 is damaged in the ledger: its config, phases are a list, not an object; left as it is",
         "firedup: run 2 is damaged in the ledger: its metrics is not JSON (Expecting property name enclosed "
         "in double quotes: line 1 column 2 (char 1)); left as it is"], err
     code, out, err = cli("runs", "--json")

@@ -306,6 +306,11 @@ def _kind(value: Any) -> str:
 
 
 def damage(run: dict[str, Any]) -> str:
-    """What is wrong with a damaged run, for a person: "its metrics is not JSON (...)"."""
-    return "; ".join(f"its {column} is {why}" for column, why in run["damaged"].items())
+    """What is wrong with a damaged run, for a person: "its metrics is not JSON (...)", columns damaged
+    alike said once ("its config, phases are not JSON (...)")."""
+    alike: dict[str, list[str]] = {}
+    for column, why in run["damaged"].items():
+        alike.setdefault(why, []).append(column)
+    return "; ".join(f"its {', '.join(columns)} {'is' if len(columns) == 1 else 'are'} {why}"
+                     for why, columns in alike.items())
 
