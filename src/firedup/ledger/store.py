@@ -146,6 +146,7 @@ class Ledger:
                               "file SQLite would make there: copy the ledger with its -wal file to a writable "
                               "folder")
         self._connect(f"{where}?immutable=1")
+
     def _folder_note(self) -> str:
         # The file may be fine: SQLite also needs to create its -wal and -shm files beside it.
         if os.access(self.path.parent, os.W_OK):
