@@ -30,8 +30,13 @@ def _chunk(event: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(event), event)
 
 
-def _token(text: str = "a") -> bytes:
-    return _chunk(b'data: {"id":"cmpl-1","choices":[{"index":0,"text":"%s"}]}\n\n' % text.encode())
+def _token(text: str = "a", finish: str | None = None) -> bytes:
+    reason = b"null" if finish is None else b'"%s"' % finish.encode()
+    return _chunk(b'data: {"id":"cmpl-1","choices":[{"index":0,"text":"%s","finish_reason":%s}]}\n\n'
+                  % (text.encode(), reason))
+
+
+FINISH = _token("", "length")  # a stream's last choice, as vLLM and llama.cpp end one
 
 
 def _serve_once(respond) -> int:
@@ -71,7 +76,7 @@ def test_a_token_is_timed_when_it_reached_the_socket_not_when_the_busy_client_re
         time.sleep(0.05)
         sock.sendall(HEAD + _token())  # arrives while the client is busy (20 to 320 ms)
         time.sleep(0.35)
-        sock.sendall(_token() + _chunk(b"data: [DONE]\n\n") + END)
+        sock.sendall(_token() + FINISH + _chunk(b"data: [DONE]\n\n") + END)
 
     port = _serve_once(respond)
     endpoint = client.Endpoint(f"http://127.0.0.1:{port}")
@@ -132,6 +137,11 @@ def test_an_infinite_request_rate_sends_every_request_at_once_as_vllm_bench_serv
     (HEAD + _token(), "connection closed by the server"),
     (b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops", "HTTP 500: oops"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "the stream ended without a token"),
+    # llama-cpp-python cuts a running stream when another request arrives: [DONE] after a choice with no finish_reason
+    (HEAD + _token() + _chunk(b"data: [DONE]\n\n") + END,
+     "the server ended the stream with no finish_reason after 1 token(s): cut off, not finished"),
+    (HEAD + _token() + _token() + END, "with no finish_reason after 2 token(s)"),
+    (HEAD + _token() + _token("", "abort") + _chunk(b"data: [DONE]\n\n") + END, "with finish_reason 'abort'"),
 ])
 def test_a_bad_response_ends_the_request_with_an_error_not_a_hang(response, error):
     result = _stream_from(_serve_once(lambda sock: sock.sendall(response)))
@@ -146,12 +156,14 @@ def test_chat_completions_are_streamed_and_counted():
 
 def test_without_usage_the_chunks_are_counted_and_said_to_be():
     def respond(sock):
-        sock.sendall(HEAD + _token() + _token() + _token("") + _chunk(b"data: [DONE]\n\n") + END)
+        sock.sendall(HEAD + _token() + _token() + _token("") + _token("", "stop") + _chunk(b"data: [DONE]\n\n")
+                     + END)
 
     result = _stream_from(_serve_once(respond))
     assert result.ok and not result.usage and result.output_tokens == result.chunks == 2
     with_usage = _stream_from(_serve_once(lambda sock: sock.sendall(
-        HEAD + _token() + _chunk(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\n') + END)))
+        HEAD + _token("a", "length")
+        + _chunk(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\n') + END)))
     assert with_usage.usage and (with_usage.prompt_tokens, with_usage.output_tokens, with_usage.chunks) == (3, 5, 1)
 
 
@@ -171,7 +183,7 @@ class _ServesModelM(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n%s" % (len(error), error))
         else:
             usage = b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}\n\n'
-            self.wfile.write(HEAD + _token() + _token() + _chunk(usage) + _chunk(b"data: [DONE]\n\n") + END)
+            self.wfile.write(HEAD + _token() + _token() + FINISH + _chunk(usage) + _chunk(b"data: [DONE]\n\n") + END)
 
     def do_GET(self):
         self.wfile.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
@@ -196,7 +208,36 @@ class _ServesWithoutUsage(_ServesModelM):
 
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))
-        self.wfile.write(HEAD + _token() + _token() + _chunk(b"data: [DONE]\n\n") + END)
+        self.wfile.write(HEAD + _token() + _token("a", "length") + _chunk(b"data: [DONE]\n\n") + END)
+
+
+class _CutsStreams(_ServesModelM):
+    """llama-cpp-python at a concurrency over 1: a request whose prompt says "cut" has its stream ended after
+    one token, with [DONE] and no finish_reason."""
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        end = _token() if "cut" in body["prompt"] else _token() + _token("a", "length")
+        self.wfile.write(HEAD + end + _chunk(b"data: [DONE]\n\n") + END)
+
+
+def test_a_stream_the_server_cut_off_is_a_failed_request_not_an_early_stop(tmp_path):
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text('{"prompt": "say hi", "output_len": 2}\n{"prompt": "cut this", "output_len": 2}\n')
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _CutsStreams)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        proc = run_cli("bench", f"http://127.0.0.1:{server.server_address[1]}", "--model", "m", "--dataset",
+                       str(dataset), "--num-prompts", "4", "--warmup", "0", "--json")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert_measured(proc)
+    out = json.loads(proc.stdout)
+    assert (out["completed"], out["failed"], out["total_output_tokens"]) == (2, 2, 4)
+    assert "2 of 4 requests failed; the first: the server ended the stream with no finish_reason" in " ".join(
+        out["warnings"])
+    assert not any("stopped before the tokens asked" in w for w in out["warnings"])
 
 
 def test_a_server_that_sends_no_usage_has_the_input_lengths_asked_for():

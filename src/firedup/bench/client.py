@@ -32,6 +32,8 @@ READ_SIZE = 1 << 18
 _TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64") else None
 _ANCILLARY = socket.CMSG_SPACE(16) if _TIMESTAMPNS else 0
 _DECODER = json.JSONDecoder()
+# A stream's finish_reason when the server gave up on the request (vLLM's "abort", SGLang's "abort", "error").
+ABORTED = ("abort", "error", "cancelled")
 CONNECT_TIMEOUT = 10.0  # a host that drops the handshake is not waited on for the kernel's minutes
 
 
@@ -307,6 +309,7 @@ class _Events:
         self.last = 0.0
         self.done = False
         self.usage = False
+        self.finish: str | None = None  # the last choice's finish_reason: a stream without one was cut off
 
     def feed(self, piece: bytes, arrived: float) -> None:
         if self.pending:
@@ -336,6 +339,8 @@ class _Events:
         if not choices:
             return
         choice = choices[0]
+        if choice.get("finish_reason"):
+            self.finish = str(choice["finish_reason"])
         if self.chat:
             delta = choice.get("delta") or {}
             text = delta.get("content") or delta.get("reasoning_content")
@@ -364,6 +369,11 @@ async def stream(conn: Connection, path: str, payload: dict, chat: bool, t0: flo
             result.error = f"HTTP {response.status}: {bytes(response.body[:200]).decode(errors='replace')}"
         elif not events.done and result.chunks == 0:
             result.error = "the stream ended without a token"
+        elif events.finish is None or events.finish in ABORTED:
+            # llama-cpp-python ends a running stream when another request arrives: [DONE], no finish_reason
+            why = "with no finish_reason" if events.finish is None else f"with finish_reason {events.finish!r}"
+            result.error = (f"the server ended the stream {why} after {result.chunks} token(s): "
+                            "cut off, not finished")
         else:
             result.ok = True
             if not events.usage:

@@ -153,10 +153,13 @@ class ZeroServer:
         request_id = b"cmpl-%d" % next(self._ids)
         token = _token(request_id, chat=head.startswith(b"POST /v1/chat/"))
         n = int(request.get("max_completion_tokens") or request.get("max_tokens") or 16)
+        # as vLLM ends a stream: the finish_reason on the last choice, then the usage, then [DONE]
+        finish = json.dumps({"id": request_id.decode(), "choices": [{"index": 0, "text": "", "delta": {},
+                                                                      "finish_reason": "length"}]}).encode()
         usage = json.dumps({"id": request_id.decode(), "choices": [],
                             "usage": {"prompt_tokens": len(request.get("prompt", "").split()),
                                       "completion_tokens": n}}).encode()
-        tail = _chunked(b"data: " + usage + b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n"
+        tail = _chunked(b"data: " + finish + b"\n\ndata: " + usage + b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n"
         if self.pace:
             conn.write(HEAD)
             self._streams.append(_Stream(conn, request_id, token, n, tail, received))
