@@ -444,6 +444,31 @@ def test_an_interrupted_run_records_the_repeats_it_measured_and_stops_its_server
         socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=5).close()
 
 
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_bench_records_the_repeats_it_measured_and_says_so(tmp_path, sig, code):
+    dataset, requests = tmp_path / "prompts.jsonl", tmp_path / "requests.jsonl"
+    dataset.write_text('{"prompt": "say hi", "output_len": 10}\n')
+    url, serve = zero_server("20", "--log", str(requests))  # 20 ms a token: a request takes 200 ms
+    server = subprocess.Popen(serve, stdout=subprocess.PIPE)
+    try:
+        server.stdout.readline()  # its port: listening
+        proc = subprocess.Popen([sys.executable, "-m", "firedup", "bench", url, "--repeat", "3", "--num-prompts", "4",
+                                 "--warmup", "0", "--dataset", str(dataset), "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+        _served(requests, 5)  # the first repeat done, and one request of the second under way
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        server.kill()
+        server.wait()
+    assert proc.returncode == code and out == b"", err
+    runs = json.loads(run_cli("runs", "--json").stdout)
+    assert [r["kind"] for r in runs] == ["bench"]
+    assert len(runs[0]["metrics"]["repeats"]) == 1 and runs[0]["metrics"]["completed"] == 4  # the cut one dropped
+    assert runs[0]["metrics"]["cut_short"] == "interrupted after 1 of 3 repeats"
+    assert err.decode() == f"firedup: interrupted; recorded what was measured: run {runs[0]['id']} (1 of 3 repeats)\n"
+
+
 def test_a_start_that_fails_after_measured_repeats_records_them_and_says_so(tmp_path):
     url, serve = zero_server()
     server = tmp_path / "server.py"  # serves once; started again, fails

@@ -159,7 +159,18 @@ def bench(target: str | None, workload: Workload, how: Measure, *, ledger: Ledge
     server start) and record it; with ``how.calibrate``, the client's own
     ceiling against a zero-work server."""
     server = Server("", name="calibrate") if how.calibrate else resolve(ledger, target)
-    measure(server, workload, how, how.repeat, on_result)
+    try:
+        measure(server, workload, how, how.repeat, on_result)
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: the repeats measured stay measured, as run keeps them
+        if server.results:
+            metrics = {**aggregated(server, across_starts=False),
+                       "cut_short": f"interrupted after {len(server.results)} of {how.repeat} repeats"}
+            kept = record(ledger, server, metrics).run_id
+            e.add_note(f"recorded what was measured: {'not recorded' if kept is None else f'run {kept}'} "
+                       f"({len(server.results)} of {how.repeat} repeats)")
+        elif how.repeat > 1:
+            e.add_note("no repeat was finished, so nothing was recorded")
+        raise
     error = lost(server)
     if error is not None:
         raise error
