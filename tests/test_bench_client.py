@@ -240,6 +240,55 @@ def test_a_stream_the_server_cut_off_is_a_failed_request_not_an_early_stop(tmp_p
     assert not any("stopped before the tokens asked" in w for w in out["warnings"])
 
 
+class _BehindAGateway(_ServesModelM):
+    """An OpenAI API at /team-a/v1 (a gateway's prefix); nothing at /v1."""
+
+    def do_POST(self):
+        if not self.path.startswith("/team-a/"):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            return self.do_GET()
+        self.path = self.path.removeprefix("/team-a")
+        super().do_POST()
+
+    def do_GET(self):
+        if self.path != "/team-a/v1/models":
+            return super().do_GET()
+        body = b'{"data": [{"id": "m"}]}'
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+@pytest.mark.parametrize("path", ["/team-a", "/team-a/", "/team-a/v1", "/team-a/v1/"])
+def test_a_url_with_a_path_is_the_apis_base_behind_a_gateway(tmp_path, path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _BehindAGateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        proc = run_cli("bench", base + path, "--num-prompts", "2", "--input-len", "4", "--output-len", "2",
+                       "--warmup", "0", "--json")
+        dropped = run_cli("bench", base + "/nope/deeper", "--num-prompts", "2", "--input-len", "4", "--warmup", "0")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert_measured(proc)
+    out = json.loads(proc.stdout)
+    assert (out["url"], out["model"], out["completed"]) == (base + "/team-a", "m", 2)
+    # a path the server does not serve is not quietly replaced by the root
+    assert dropped.returncode == 2 and "GET /v1/models -> 404" in dropped.stderr.decode()
+
+
+@pytest.mark.parametrize("url, said", [
+    ("http://127.0.0.1:1/v1/completions", "bench takes the server's base URL (http://host:port, or http://host/prefix "
+                                          "behind a gateway), not an endpoint's: http://127.0.0.1:1/v1/completions"),
+    ("http://127.0.0.1:1/x?y=1", "not an endpoint's"),
+    ("ftp://x", "only http:// servers can be measured: ftp://x"),
+    ("https://127.0.0.1:1", "only http:// servers can be measured"),
+])
+def test_a_url_bench_cannot_measure_is_refused_in_one_line(url, said):
+    proc = run_cli("bench", url, "--num-prompts", "1")
+    assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup: ") and said in proc.stderr.decode()
+    assert proc.stderr.decode().count("\n") == 1
+
+
 def test_a_server_that_sends_no_usage_has_the_input_lengths_asked_for():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ServesWithoutUsage)
     threading.Thread(target=server.serve_forever, daemon=True).start()

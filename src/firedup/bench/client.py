@@ -77,9 +77,15 @@ class Endpoint:
         parts = urlsplit(url if "//" in url else f"http://{url}")
         if parts.scheme != "http":
             raise InputError(f"only http:// servers can be measured: {url}")
+        # A path is the API's base behind a gateway (http://gw/team-a: POST /team-a/v1/completions); a trailing
+        # /v1 is the OpenAI clients' base_url and means the same.
+        self.prefix = parts.path.rstrip("/").removesuffix("/v1")
+        if "/v1/" in f"{self.prefix}/" or parts.query:
+            raise InputError(f"bench takes the server's base URL (http://host:port, or http://host/prefix behind a "
+                             f"gateway), not an endpoint's: {url}")
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or 80
-        self.base = f"http://{parts.netloc}"
+        self.base = f"http://{parts.netloc}{self.prefix}"
         self.authority = parts.netloc
         self.auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
         self.read_lag = array.array("d")  # seconds between the kernel's stamp and the client's read
@@ -276,7 +282,8 @@ class Connection:
         body pieces go to ``on_piece`` as they arrive."""
         if self.closed:
             raise HttpError("connection closed by the server")
-        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.endpoint.authority}\r\n{self.endpoint.auth}"
+        endpoint = self.endpoint
+        head = (f"{method} {endpoint.prefix}{path} HTTP/1.1\r\nHost: {endpoint.authority}\r\n{endpoint.auth}"
                 f"Content-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n")
         response = self._response = _Response(on_piece)
         try:

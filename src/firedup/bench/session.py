@@ -75,6 +75,8 @@ def resolve(ledger: Ledger, target: str | None) -> Server:
         raise InputError("bench needs the server's URL, a name from firedup ps, or a ledger run id")
     if target.startswith(("http://", "https://")):
         return Server(target)
+    if "://" in target:
+        raise InputError(f"only http:// servers can be measured: {target}")
     name = target
     if target.isdigit():
         name = ledger.run(int(target))["name"]
