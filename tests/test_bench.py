@@ -469,6 +469,35 @@ def test_an_interrupted_bench_records_the_repeats_it_measured_and_says_so(tmp_pa
     assert err.decode() == f"firedup: interrupted; recorded what was measured: run {runs[0]['id']} (1 of 3 repeats)\n"
 
 
+def test_runs_and_show_tell_a_benchmarks_measurement_not_a_server_verdict():
+    url, serve = zero_server()
+    server = subprocess.Popen(serve, stdout=subprocess.PIPE)
+    try:
+        server.stdout.readline()  # its port: listening
+        assert run_cli("bench", url, "--repeat", "2", "--num-prompts", "4", "--input-len", "4", "--output-len", "4",
+                       "--warmup", "0").returncode in (0, 1)  # 1: the zero-work server makes the client the bottleneck
+    finally:
+        server.kill()
+        server.wait()
+    with Ledger() as ledger:
+        health = {"valid": False, "problems": ["the client used 95% of a core"], "client_cpu": 0.95,
+                  "loop_lag_p99_ms": 1.0}
+        invalid = ledger.record(kind="bench", outcome="incomplete", workload={}, metrics={"health": health})
+        cut = ledger.record(kind="bench", outcome="ready", workload={},
+                            metrics={"cut_short": "interrupted after 1 of 3 repeats", "failed": 7,
+                                     "health": {**health, "valid": True, "problems": []}})
+    runs = run_cli("runs").stdout.decode()
+    assert "ready" not in runs and "incomplete" not in runs
+    assert re.search(rf"^{invalid} .* ✗ invalid ", runs, re.M)
+    assert re.search(rf"^{cut} .* ! measured, cut short, 7 failed", runs, re.M)
+    shown = run_cli("show", "1").stdout.decode()
+    assert re.match(r"run 1  [✓✗] (measured|invalid)\n", shown)
+    for said in ("workload: input_len=4, output_len=4, num_prompts=4", "repeats: 2 (one server start)",
+                 "Successful requests:", "Output token throughput (tok/s):", "Mean TTFT (ms):", "client: "):
+        assert said in shown, shown
+    assert "cut short: interrupted after 1 of 3 repeats" in run_cli("show", str(cut)).stdout.decode()
+
+
 def test_a_start_that_fails_after_measured_repeats_records_them_and_says_so(tmp_path):
     url, serve = zero_server()
     server = tmp_path / "server.py"  # serves once; started again, fails

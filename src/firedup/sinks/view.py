@@ -32,12 +32,29 @@ def _outcome(name: str) -> Text:
     return Text(f"{outcome.mark} {outcome}", outcome.style)
 
 
+def _run_outcome(run: dict[str, Any]) -> Text:
+    """A launch's or watch's verdict; a benchmark's measurement: measured, or invalid (the client was the
+    bottleneck: recorded as outcome "incomplete"), with whether it was cut short and how many requests failed."""
+    if run["kind"] != "bench":
+        return _outcome(run["outcome"])
+    metrics = run.get("metrics") or {}
+    valid = run["outcome"] == "ready"
+    words = ["measured" if valid else "invalid"]
+    if metrics.get("cut_short"):
+        words.append("cut short")
+    if metrics.get("failed"):
+        words.append(f"{metrics['failed']:g} failed")
+    mark, style = ("✓", "bold green") if valid and len(words) == 1 else ("!", "bold yellow") if valid else (
+        "✗", "bold red")
+    return Text(f"{mark} {', '.join(words)}", style)
+
+
 def runs_table(runs: list[dict[str, Any]], console: Console) -> None:
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in ("run", "started", "kind", "name", "host", "server", "outcome", "cause", "took", "config id"):
         table.add_column(column, no_wrap=column not in ("name",))
     for r in runs:
-        outcome = _outcome(r["outcome"])
+        outcome = _run_outcome(r)
         took = f"{r['elapsed']:.0f} s" if r.get("elapsed") else ""
         table.add_row(str(r["id"]), _when(r["started"]), r["kind"], r.get("name") or "", r.get("host") or "local",
                       r.get("server") or "", outcome, r.get("cause") or "", took, r.get("fingerprint") or "")
@@ -46,7 +63,7 @@ def runs_table(runs: list[dict[str, Any]], console: Console) -> None:
 
 def show(run: dict[str, Any], console: Console) -> None:
     head = Text(f"run {run['id']}  ", "bold")
-    head.append(_outcome(run["outcome"]))
+    head.append(_run_outcome(run))
     if run.get("cause"):
         head.append(f"  cause: {run['cause']}", "bold")
     console.print(head)
@@ -77,6 +94,25 @@ def show(run: dict[str, Any], console: Console) -> None:
     if run["config"]:
         console.print(Text("  config: ", "dim") + Text(", ".join(f"{k}={v}" for k, v in run["config"].items())),
                       overflow="fold")
+    metrics = run.get("metrics") or {}
+    if run["kind"] == "bench" and metrics.get("health"):
+        _show_bench(run, metrics, console)
+
+
+def _show_bench(run: dict[str, Any], metrics: dict[str, Any], console: Console) -> None:
+    """A benchmark run's workload and numbers, as bench printed them (means over its repeats)."""
+    workload = run.get("workload") or {}
+    console.print(Text("  workload: ", "dim") + Text(", ".join(f"{k}={v}" for k, v in workload.items()
+                                                               if v is not None and k != "dataset_sha256")),
+                  overflow="fold")
+    repeats = len(metrics.get("repeats") or ()) or 1
+    if repeats > 1:
+        console.print(Text("  repeats: ", "dim") + Text(f"{repeats} ({metrics.get('repeats_across', '')}); "
+                                                        "the numbers are their means"))
+    notes = [f"cut short: {metrics['cut_short']}"] if metrics.get("cut_short") else []
+    notes += [f"repeat {f['repeat']} measured nothing and is left out: {f['error']}"
+              for f in metrics.get("failed_repeats", ())]
+    bench_report({**metrics, "warnings": notes}, console)
 
 
 def _short(value: object, limit: int = MAX_ENV_VALUE) -> str:
