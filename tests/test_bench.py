@@ -122,6 +122,9 @@ def test_datasets(tmp_path):
     bad.write_bytes(b'{"prompt": "\xff\xfe"}\n')  # not UTF-8: a clear error, not a traceback
     with pytest.raises(WorkloadError, match="neither JSONL"):
         load_dataset(str(bad), 7)
+    bad.write_text('{"prompt": "hello"}\n\n{"output_len": 3}\n')  # a line without its prompt is not skipped
+    with pytest.raises(WorkloadError, match=f'^{bad}, line 3: no "prompt" \\(a string\\): {{"output_len": 3}}$'):
+        load_dataset(str(bad), 7)
     assert len(Workload(num_prompts=5, dataset=str(jsonl)).dataset_prompts()) == 5
     before = Workload(dataset=str(jsonl)).describe()
     jsonl.write_text('{"prompt": "hello again"}\n')  # same path, other prompts: not the same workload

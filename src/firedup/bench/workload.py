@@ -93,12 +93,12 @@ def load_dataset(path: str, default_output: int) -> tuple[list[tuple[str, int]],
     except OSError as e:
         raise WorkloadError(f"cannot read {path}: {e.strerror}") from None
     try:
-        return _parse_dataset(data.decode("utf-8"), default_output), hashlib.sha256(data).hexdigest()
+        return _parse_dataset(path, data.decode("utf-8"), default_output), hashlib.sha256(data).hexdigest()
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise WorkloadError(f"{path} is neither JSONL prompts nor a ShareGPT file: {e}") from None
 
 
-def _parse_dataset(text: str, default_output: int) -> list[tuple[str, int]]:
+def _parse_dataset(path: str, text: str, default_output: int) -> list[tuple[str, int]]:
     items = []
     if text.lstrip().startswith("["):
         for conv in json.loads(text):
@@ -108,10 +108,11 @@ def _parse_dataset(text: str, default_output: int) -> list[tuple[str, int]]:
             if human:
                 items.append((human, max(1, len(reply.split())) if reply else default_output))
         return items
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             row = json.loads(line)
             prompt = row.get("prompt") or row.get("text")
-            if prompt:
-                items.append((prompt, int(row.get("output_len") or row.get("max_tokens") or default_output)))
+            if not isinstance(prompt, str) or not prompt:
+                raise WorkloadError(f'{path}, line {number}: no "prompt" (a string): {line.strip()[:80]}')
+            items.append((prompt, int(row.get("output_len") or row.get("max_tokens") or default_output)))
     return items
