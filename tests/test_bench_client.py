@@ -344,6 +344,53 @@ def test_a_server_that_never_accepts_is_not_waited_on_for_minutes(monkeypatch):
         sock.close()
 
 
+def _silent_server() -> tuple[socket.socket, list[socket.socket]]:
+    """A server that accepts connections and reads requests, and never answers: (listener, accepted)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, accepted
+
+
+@pytest.mark.parametrize("model, asked", [(None, "GET /v1/models"), ("m", "POST /tokenize")])
+def test_a_server_that_accepts_and_never_answers_is_not_waited_on_for_ever(monkeypatch, model, asked):
+    monkeypatch.setattr(client, "ANSWER_TIMEOUT", 0.5)
+    listener, accepted = _silent_server()
+    started = time.monotonic()
+    try:
+        with pytest.raises(client.HttpError, match=f"no answer to {asked} for 0.5 s"):
+            run(f"http://127.0.0.1:{listener.getsockname()[1]}", Workload(num_prompts=1, warmup=0), model=model)
+    finally:
+        for sock in accepted + [listener]:
+            sock.close()
+    assert time.monotonic() - started < 5  # one wait, not one a tokenize endpoint tried
+
+
+def test_a_stream_that_goes_silent_fails_after_the_idle_time(monkeypatch):
+    monkeypatch.setattr(client, "STREAM_IDLE_TIMEOUT", 0.5)
+    result = _stream_from(_serve_once(lambda sock: (sock.sendall(HEAD + _token()), time.sleep(3))))
+    assert not result.ok and result.error == "NoAnswer: no answer to POST /v1/completions for 0.5 s"
+    assert result.chunks == 1 and result.latency < 2
+
+
+def test_an_error_answer_to_v1_models_is_quoted_as_text():
+    body = b'{"error": {"message": "Loading model", "code": 503}}'
+    port = _serve_once(lambda sock: sock.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: %d\r\n\r\n%s"
+                                                 % (len(body), body)))
+    with pytest.raises(client.HttpError) as raised:
+        run(f"http://127.0.0.1:{port}", Workload(num_prompts=1, warmup=0))
+    assert str(raised.value) == ('GET /v1/models -> 503: {"error": {"message": "Loading model", "code": 503}}: '
+                                 "pass --model NAME")
+
+
 def test_an_api_key_goes_as_a_bearer_token_and_is_not_recorded(tmp_path, monkeypatch):
     listener = socket.create_server(("127.0.0.1", 0))
     heads = []

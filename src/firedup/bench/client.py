@@ -35,6 +35,15 @@ _DECODER = json.JSONDecoder()
 # A stream's finish_reason when the server gave up on the request (vLLM's "abort", SGLang's "abort", "error").
 ABORTED = ("abort", "error", "cancelled")
 CONNECT_TIMEOUT = 10.0  # a host that drops the handshake is not waited on for the kernel's minutes
+# A server that takes a request and then sends nothing is not waited on for ever: seconds without a byte of the
+# answer to a plain request (/v1/models, a tokenize endpoint, /metrics), and of a streamed completion (generous: a
+# request queued behind others, or a long prefill, can be silent for a while).
+ANSWER_TIMEOUT = 30.0
+STREAM_IDLE_TIMEOUT = 300.0
+
+
+class NoAnswer(HttpError):
+    """The server took a request and sent nothing back for the time allowed."""
 
 
 class NotListening(ConnectionRefusedError):
@@ -286,9 +295,17 @@ class Connection:
         head = (f"{method} {endpoint.prefix}{path} HTTP/1.1\r\nHost: {endpoint.authority}\r\n{endpoint.auth}"
                 f"Content-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n")
         response = self._response = _Response(on_piece)
+        idle = ANSWER_TIMEOUT if on_piece is None else STREAM_IDLE_TIMEOUT
         try:
             await self.loop.sock_sendall(self.sock, head.encode() + body)
-            await response.done
+            while True:
+                heard = response.last
+                try:
+                    await asyncio.wait_for(asyncio.shield(response.done), idle)
+                    break
+                except TimeoutError:  # asyncio's too, since 3.11
+                    if response.last == heard:
+                        raise NoAnswer(f"no answer to {method} {endpoint.prefix}{path} for {idle:g} s") from None
         except BaseException:
             self.reusable = False
             raise
@@ -301,7 +318,8 @@ class Connection:
     async def get_json(self, path: str):
         response = await self.request("GET", path)
         if response.status != 200:
-            raise HttpError(f"GET {path} -> {response.status}: {bytes(response.body[:200])!r}")
+            said = bytes(response.body[:200]).decode(errors="replace").strip()
+            raise HttpError(f"GET {path} -> {response.status}" + (f": {' '.join(said.split())}" if said else ""))
         return json.loads(response.body)
 
 

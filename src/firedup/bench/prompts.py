@@ -154,6 +154,8 @@ class ServerTokenizer:
                     self.found = spec
                     self.filler = await self._one_token_word()
                     return spec[0]
+            except client.NoAnswer:
+                raise  # a server that answers nothing answers no other endpoint either
             except (OSError, client.HttpError):
                 self.close()
         return None
