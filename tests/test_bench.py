@@ -11,6 +11,7 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -447,23 +448,35 @@ def test_an_interrupted_run_records_the_repeats_it_measured_and_stops_its_server
         socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=5).close()
 
 
+@contextmanager
+def _serving(serve):
+    """The zero-work server ``serve`` (from zero_server) running, until the block ends."""
+    server = subprocess.Popen(serve, stdout=subprocess.PIPE)
+    try:
+        server.stdout.readline()  # its port: listening
+        yield server
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _bench_started(url, dataset, repeat, prompts):
+    """firedup bench --json of the dataset, started and left running."""
+    return subprocess.Popen([sys.executable, "-m", "firedup", "bench", url, "--repeat", str(repeat), "--num-prompts",
+                             str(prompts), "--warmup", "0", "--dataset", str(dataset), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+
+
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_bench_records_the_repeats_it_measured_and_says_so(tmp_path, sig, code):
     dataset, requests = tmp_path / "prompts.jsonl", tmp_path / "requests.jsonl"
     dataset.write_text('{"prompt": "say hi", "output_len": 10}\n')
     url, serve = zero_server("20", "--log", str(requests))  # 20 ms a token: a request takes 200 ms
-    server = subprocess.Popen(serve, stdout=subprocess.PIPE)
-    try:
-        server.stdout.readline()  # its port: listening
-        proc = subprocess.Popen([sys.executable, "-m", "firedup", "bench", url, "--repeat", "3", "--num-prompts", "4",
-                                 "--warmup", "0", "--dataset", str(dataset), "--json"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    with _serving(serve):
+        proc = _bench_started(url, dataset, repeat=3, prompts=4)
         _served(requests, 5)  # the first repeat done, and one request of the second under way
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
-    finally:
-        server.kill()
-        server.wait()
     assert proc.returncode == code and out == b"", err
     runs = json.loads(run_cli("runs", "--json").stdout)
     assert [r["kind"] for r in runs] == ["bench"]
@@ -474,14 +487,9 @@ def test_an_interrupted_bench_records_the_repeats_it_measured_and_says_so(tmp_pa
 
 def test_runs_and_show_tell_a_benchmarks_measurement_not_a_server_verdict():
     url, serve = zero_server()
-    server = subprocess.Popen(serve, stdout=subprocess.PIPE)
-    try:
-        server.stdout.readline()  # its port: listening
+    with _serving(serve):
         assert run_cli("bench", url, "--repeat", "2", "--num-prompts", "4", "--input-len", "4", "--output-len", "4",
                        "--warmup", "0").returncode in (0, 1)  # 1: the zero-work server makes the client the bottleneck
-    finally:
-        server.kill()
-        server.wait()
     with Ledger() as ledger:
         health = {"valid": False, "problems": ["the client used 95% of a core"], "client_cpu": 0.95,
                   "loop_lag_p99_ms": 1.0}
@@ -499,6 +507,20 @@ def test_runs_and_show_tell_a_benchmarks_measurement_not_a_server_verdict():
                  "Successful requests:", "Output token throughput (tok/s):", "Mean TTFT (ms):", "client: "):
         assert said in shown, shown
     assert "cut short: interrupted after 1 of 3 repeats" in run_cli("show", str(cut)).stdout.decode()
+
+
+def test_a_server_that_goes_away_mid_bench_is_said_to_in_one_note(tmp_path):
+    dataset, requests = tmp_path / "prompts.jsonl", tmp_path / "requests.jsonl"
+    dataset.write_text('{"prompt": "say hi", "output_len": 5}\n')
+    url, serve = zero_server("20", "--log", str(requests))  # 20 ms a token: a request takes 100 ms
+    with _serving(serve):
+        proc = _bench_started(url, dataset, repeat=2, prompts=20)
+        _served(requests, 3)
+    out, err = proc.communicate(timeout=60)
+    measured = json.loads(out)
+    assert re.fullmatch(rf"the server went away during repeat 1: \d+ of 20 requests found nothing listening "
+                        rf"at {url}", measured["warnings"][0]), measured["warnings"]
+    assert measured["failed_repeats"] == [{"repeat": 2, "error": f"nothing is listening at {url}"}]
 
 
 def test_a_start_that_fails_after_measured_repeats_records_them_and_says_so(tmp_path):

@@ -109,11 +109,23 @@ def measure(server: Server, workload: Workload, how: Measure, count: int,
             # each kept as soon as it is measured: an interrupted run still records it
             server.results.append(calibrate(workload, **kwargs) if how.calibrate
                                   else run_once(server.url, workload, **kwargs))
+            _say_gone(server, how.repeat)
         except BrokenPipeError:
             raise  # the reader of firedup's output went away, not the server
         except REPEAT_FAILED as e:
             server.failed.append((len(server.results) + len(server.failed) + 1, e))
     return server.results[before:]
+
+
+def _say_gone(server: Server, repeat: int) -> None:
+    """A first note on a result whose server went away while it was measured: requests that found nothing
+    listening where it had answered."""
+    result = server.results[-1]
+    gone = sum(1 for r in result.requests if not r["ok"] and "nothing is listening" in r["error"])
+    if gone:
+        during = f"repeat {len(server.results) + len(server.failed)}" if repeat > 1 else "the run"
+        result.warnings.insert(0, f"the server went away during {during}: {gone} of {len(result.requests)} "
+                                  f"requests found nothing listening at {result.url}")
 
 
 def aggregated(server: Server, across_starts: bool) -> dict[str, Any]:
