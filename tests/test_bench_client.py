@@ -381,6 +381,56 @@ def test_a_stream_that_goes_silent_fails_after_the_idle_time(monkeypatch):
     assert result.chunks == 1 and result.latency < 2
 
 
+def test_a_stream_queued_behind_another_that_streams_is_waited_for(monkeypatch):
+    """A server schedules a request only when one before it ends, and sends it
+    nothing until then: silent on its own connection, never on the server's."""
+    monkeypatch.setattr(client, "STREAM_IDLE_TIMEOUT", 0.5)
+    listener = socket.create_server(("127.0.0.1", 0))
+    first_done = threading.Event()
+
+    def serve() -> None:
+        def answer(sock: socket.socket, running: bool) -> None:
+            with sock:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += sock.recv(65536)
+                if running:
+                    sock.sendall(HEAD)
+                    for _ in range(8):  # 1.6 s of tokens, every 0.2 s
+                        sock.sendall(_token())
+                        time.sleep(0.2)
+                    sock.sendall(FINISH + END)
+                    first_done.set()
+                else:
+                    first_done.wait()  # queued: nothing until the first ends
+                    sock.sendall(HEAD + _token() + FINISH + END)
+        running = True
+        for _ in range(2):
+            sock, _ = listener.accept()
+            threading.Thread(target=answer, args=(sock, running), daemon=True).start()
+            running = False
+
+    threading.Thread(target=serve, daemon=True).start()
+
+    async def both():
+        endpoint = client.Endpoint(f"http://127.0.0.1:{listener.getsockname()[1]}")
+        conns = [await endpoint.connect(), None]
+        first = asyncio.create_task(client.stream(conns[0], "/v1/completions", {"prompt": "x"}, False,
+                                                  time.perf_counter()))
+        await asyncio.sleep(0.1)
+        conns[1] = await endpoint.connect()
+        second = await client.stream(conns[1], "/v1/completions", {"prompt": "x"}, False, time.perf_counter())
+        results = [await first, second]
+        for conn in conns:
+            conn.close()
+        return results
+
+    results = asyncio.run(both())
+    listener.close()
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert results[1].ttft > 1.0  # silent on its own connection for three idle times
+
+
 def test_an_error_answer_to_v1_models_is_quoted_as_text():
     body = b'{"error": {"message": "Loading model", "code": 503}}'
     port = _serve_once(lambda sock: sock.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: %d\r\n\r\n%s"

@@ -36,8 +36,9 @@ _DECODER = json.JSONDecoder()
 ABORTED = ("abort", "error", "cancelled")
 CONNECT_TIMEOUT = 10.0  # a host that drops the handshake is not waited on for the kernel's minutes
 # A server that takes a request and then sends nothing is not waited on for ever: seconds without a byte of the
-# answer to a plain request (/v1/models, a tokenize endpoint, /metrics), and of a streamed completion (generous: a
-# request queued behind others, or a long prefill, can be silent for a while).
+# answer to a plain request (/v1/models, a tokenize endpoint, /metrics), and, for a streamed completion, without a
+# byte from the server on any of its connections (a request queued behind others sends nothing until it is
+# scheduled, for as long as the run before it takes, while the others stream).
 ANSWER_TIMEOUT = 30.0
 STREAM_IDLE_TIMEOUT = 300.0
 
@@ -98,6 +99,7 @@ class Endpoint:
         self.authority = parts.netloc
         self.auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
         self.read_lag = array.array("d")  # seconds between the kernel's stamp and the client's read
+        self.heard = 0.0  # when a byte last arrived on any connection
         self._addresses: list | None = None
 
     async def connect(self) -> Connection:
@@ -271,6 +273,7 @@ class Connection:
                 self._response.eof(arrived)
             return
         self.endpoint.read_lag.append(lag)
+        self.endpoint.heard = arrived
         if self._response is None:  # bytes nobody asked for: the connection's framing is lost
             self.reusable = False
             return
@@ -296,15 +299,16 @@ class Connection:
                 f"Content-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n")
         response = self._response = _Response(on_piece)
         idle = ANSWER_TIMEOUT if on_piece is None else STREAM_IDLE_TIMEOUT
+        last_byte = (lambda: response.last) if on_piece is None else (lambda: endpoint.heard)
         try:
             await self.loop.sock_sendall(self.sock, head.encode() + body)
             while True:
-                heard = response.last
+                heard = last_byte()
                 try:
                     await asyncio.wait_for(asyncio.shield(response.done), idle)
                     break
                 except TimeoutError:  # asyncio's too, since 3.11
-                    if response.last == heard:
+                    if last_byte() == heard:
                         raise NoAnswer(f"no answer to {method} {endpoint.prefix}{path} for {idle:g} s") from None
         except BaseException:
             self.reusable = False
