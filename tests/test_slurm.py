@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -127,6 +128,57 @@ def test_polls_keep_their_pace_once_the_first_scheduling_is_past_or_for_a_job_no
     poller = source.JobPoller(scheduler, "7", every=2.0, clock=lambda: scheduler.now)
     run_poller(scheduler, poller, 5)
     assert scheduler.asked == [0.0, 2.0, 4.0]
+
+
+class Ended(source.Commands):
+    """squeue and sacct for a job that has ended in ``state`` (sacct's State may say who: "CANCELLED by 0")."""
+
+    def __init__(self, state, code="0:0"):
+        self.state, self.code = state, code
+
+    def execute(self, argv, stdin, timeout):
+        short = self.state.split()[0]
+        if argv[0] == "squeue":
+            return 0, f"JOBID|STATE|REASON|NODELIST|PARTITION|TIME_LIMIT|NAME\n7|{short}|None|n1|debug|1:00|x\n", ""
+        return 0, (f"JobID|State|ExitCode|DerivedExitCode|NodeList|Elapsed|MaxRSS|Partition\n"
+                   f"7|{self.state}|{self.code}|0:0|n1|00:00:21||debug\n"), ""
+
+
+def ended_while_loading(state, code="0:0", stop=True):
+    """A start cut by the scheduler's end of the job: slurmstepd's stop line (scancel, preemption)
+    in the log, then the poller's word on how the job ended."""
+    from firedup.engine import Engine
+    engine, judge = Engine(), Judge(now=0.0, stall=120)
+    judge.feed(Signal("running", data={"nodes": ["n1"]}), 1.0)
+    text = "INFO loading weights\n" + ("slurmstepd-n1: error: *** JOB 7 ON n1 CANCELLED AT 2026-12-05T09:16:45 ***\n"
+                                       if stop else "")
+    for s in engine.feed(text.encode()) + engine.close():
+        judge.feed(s, 20.0)
+    poller = source.JobPoller(Ended(state, code), "7")
+    for s in poller.poll():
+        judge.feed(s, 21.0)
+    return judge.decide(21.0)
+
+
+@pytest.mark.parametrize("state, code", [("CANCELLED by 0", "0:0"), ("PREEMPTED", "0:15"), ("DEADLINE", "0:0"),
+                                         ("FAILED", "143:0"), ("COMPLETED", "0:0")])
+def test_a_job_that_ended_before_ready_is_failed_even_after_a_stop_from_outside(state, code):
+    # scancel mid-load: slurmstepd's "CANCELLED AT" line stops the start from outside, and sacct says
+    # the job ended: nothing is left running to inspect, so it is no stall (W1 of round s15)
+    v = ended_while_loading(state, code)
+    assert v is not None and v.outcome == "failed", v
+    if state.split()[0] in ("CANCELLED", "PREEMPTED", "DEADLINE"):
+        assert v.evidence["line"].startswith(f"slurm: job 7 ended {state.split()[0]} (sacct: 7|{state}|")
+        assert "Slurm ended the job" in v.explanation
+
+
+@pytest.mark.parametrize("state, cause", [("TIMEOUT", "time_limit"), ("NODE_FAIL", "node_failure"),
+                                          ("OUT_OF_MEMORY", "host_oom")])
+def test_the_scheduler_states_that_name_a_cause_keep_it_after_a_stop_line(state, cause):
+    v = ended_while_loading(state, stop=False)
+    assert v is not None and v.outcome == "failed" and v.cause == cause, v
+    v = ended_while_loading(state)
+    assert v is not None and v.outcome == "failed" and v.cause == cause, v
 
 
 # -- a real cluster --------------------------------------------------------------------
@@ -259,6 +311,25 @@ def test_a_silent_rank_is_stalled_and_named(cluster, tmp_path):
     assert v.outcome == "stalled" and v.slurm["node"] == "n2", v
     assert v.evidence["line"] == "rank 1: init"
     assert wait_ended(v.slurm["job"]) == "CANCELLED"
+
+
+def test_a_job_cancelled_from_outside_mid_start_is_failed_not_left_for_inspection(cluster, tmp_path):
+    recorder = Recorder()
+    done = {}
+
+    def cancel_once_loading(t, name, **fields):
+        recorder.event(t, name, **fields)
+        if name == "running" and "job" not in done:
+            done["job"] = fields["line"].split()[2]
+            threading.Timer(2.0, subprocess.run, [["scancel", done["job"]]]).start()
+
+    sink = type("Sink", (), {"event": staticmethod(cancel_once_loading), "update": lambda self, v: None})()
+    launched = slurm.launch(["bash", "-c", "echo loading weights; sleep 600"], log_dir=tmp_path / "logs",
+                            name="scancelled", sinks=[sink], every=1.0, stall=120)
+    v = launched.verdict
+    assert v.outcome == "failed" and v.slurm["state"] == "CANCELLED", v
+    assert v.evidence["line"].startswith(f"slurm: job {done['job']} ended CANCELLED (sacct: {done['job']}|CANCELLED")
+    assert v.elapsed < 60 and launched.note == f"job {done['job']} ended CANCELLED"
 
 
 def test_over_the_memory_limit_is_host_oom(cluster, tmp_path):

@@ -470,6 +470,7 @@ class Judge:
         # (a line naming a cause), "stopped".
         self.unused: list[tuple[Signal, str]] = []
         self.exit_code: int | None = None
+        self.exit_origin = ""  # "slurm": the scheduler said the job ended, nothing of it is left running
         self.after_ready: list[Signal] = []
         self.last_line_at = now
         self._calm_lineno = 0  # the last line that showed the server going on
@@ -551,9 +552,9 @@ class Judge:
                 self.stopped = s
             self._unused(s, "stopped")
             return
-        if self.stopped is not None and kind in ("fatal", "exception", "traceback"):
+        if self.stopped is not None and kind in ("fatal", "exception", "traceback") and s.origin != "slurm":
             self._unused(s, "stopped")
-            return  # the stop's own noise: interrupted calls, children ending
+            return  # the stop's own noise: interrupted calls, children ending (not the scheduler's word)
         if kind == "detect":
             if self.server is None or self.server == s.data.get("replaces"):
                 self.server = s.data["server"]
@@ -579,6 +580,7 @@ class Judge:
             return
         if kind == "exit":
             self.exit_code = s.data["code"]
+            self.exit_origin = s.origin
             if self.ready is None and not self.candidates:
                 self.failure_phase = self.phase
             return
@@ -822,9 +824,9 @@ class Judge:
         if self.exit_code is not None:
             if self.ready is not None and (self.exit_code == 0 or self.stopped is not None):
                 return None
-            if self.stopped is not None:
+            if self.stopped is not None and self.exit_origin != "slurm":
                 return self._stalled(now, self._evidence_of(self._before_stop()))
-            return self._failure(now)
+            return self._failure(now)  # a job that ended before ready: stopped or not, nothing is left to inspect
         if self.ready is not None:
             if self.went_down:
                 return self._failure(now)  # it shut itself down after a root cause, before its ready was answered
@@ -1016,6 +1018,8 @@ class Judge:
             candidates = [s for s in self.after_ready if first - CONTEXT_LINES <= s.lineno < first] + candidates
         if not candidates:
             explanation, remedy = _exit_without_error(self.exit_code)
+            if self.stopped is not None:  # a job that ended after a stop from outside
+                explanation, remedy = STOPPED_EXPLANATION, STOPPED_REMEDY
             return self._verdict("failed", now, self._last_said(), cause="other", explanation=explanation,
                                  remedy=remedy)
         # in log order: a worker's traceback reaches the judge when its block

@@ -338,7 +338,7 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
     if memory is not None:
         verdict = memory.remember(verdict, kind="launch", name=name, log=run.log, environment=None,
                                   scheduler=verdict.slurm)
-    if verdict.outcome == "ready" or (verdict.outcome == "stalled" and not kill_on_stall):
+    if verdict.outcome == "ready" or (verdict.outcome == "stalled" and not kill_on_stall and info.state not in ENDED):
         state = "running" if verdict.outcome == "ready" else "left running for inspection"
         note = (f"{state}: job {job} on {','.join(info.nodes)}, log {run.log}; "
                 f"stop it with: firedup stop {name}")
