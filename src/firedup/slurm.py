@@ -51,6 +51,9 @@ from .watch import Watch
 # sbatch options firedup sets itself.
 OWN_OPTIONS = ("-o", "--output", "-e", "--error", "-N", "--nodes", "-J", "--job-name", "--parsable")
 SCHEDULER_EVENTS = ("queued", "running", "requeued", "exit")
+# Ranks whose stall windows end together are told apart by which was silent
+# longest: a watch sees its window end within its poll (or its next line).
+STALL_TIE = 1.5
 _NODE_IN_LINE = re.compile(r"\bON (\S+) CANCELLED AT|^srun: error: ([^:\s]+):")
 
 
@@ -160,6 +163,23 @@ class Follow:
             elif log.batch:
                 feed.put(s)
 
+    def _silent_one(self, i: int, verdict: Verdict, results: queue.SimpleQueue) -> tuple[int, Verdict]:
+        """Of the ranks that stall together (one waits, saying so in the same words, for another
+        that went silent: their stall clocks started with the job), the one silent longest."""
+        stalled = [(i, verdict)]
+        deadline = time.monotonic() + STALL_TIE
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                j, other = results.get(timeout=left)
+            except queue.Empty:
+                break
+            if isinstance(other, Verdict) and other.outcome == "stalled":
+                stalled.append((j, other))
+            elif other is not None:
+                results.put((j, other))  # a failure or an error: the caller's to read
+                break
+        return min(stalled, key=lambda found: self.watches[found[0]].judge.last_line_at)
+
     def run(self) -> tuple[Verdict, Log]:
         """The overall verdict and the log it rests on."""
         results: queue.SimpleQueue = queue.SimpleQueue()
@@ -184,6 +204,9 @@ class Follow:
                 if verdict is None:  # cancelled: the poller failed, or another log decided
                     continue
                 log = self.logs[i]
+                if verdict.outcome == "stalled" and len(self.logs) > 2:
+                    i, verdict = self._silent_one(i, verdict, results)
+                    log = self.logs[i]
                 if verdict.outcome != "ready" or log.head:
                     found = (verdict, log)
                     break
