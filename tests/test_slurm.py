@@ -119,6 +119,47 @@ def test_a_reason_that_comes_late_in_the_first_scheduling_delay_is_seen_just_aft
     assert signals[-1].kind == "fatal" and "PartitionNodeLimit" in signals[-1].line
 
 
+def test_a_reason_that_never_clears_fails_a_job_that_was_queued():
+    # --nodes 3 on a two-node partition: it never ran, so its phase is queued, not init (W2 of round s15)
+    scheduler = Scheduler([(0.0, "PartitionNodeLimit")])
+    poller = source.JobPoller(scheduler, "7", every=2.0, clock=lambda: scheduler.now)
+    judge = Judge(now=0.0, stall=10)
+    for s in poller.poll():
+        judge.feed(s, 0.5)
+    v = judge.decide(1.0)
+    assert v.outcome == "failed" and v.cause == "scheduler_rejected" and v.phase == "queued", v
+    assert list(v.phases) == ["queued"]
+
+
+def test_a_log_line_says_a_job_runs_before_squeue_does():
+    # the poller saw it pending; the job ran and failed before the next poll: not a failure in the queue
+    from firedup.engine import Engine
+    engine, judge = Engine(), Judge(now=0.0, stall=10)
+    judge.feed(Signal("queued", data={"reason": "None"}), 1.0)
+    for s in engine.feed(b"FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent.gguf'\n") \
+            + engine.close():
+        judge.feed(s, 2.0)
+    judge.feed(Signal("exit", origin="slurm", data={"code": 1}), 3.0)
+    v = judge.decide(3.0)
+    assert v.outcome == "failed" and v.phase == "init" and v.phases == {"queued": 2.0, "init": 1.0}, v
+
+
+class Ran(source.Commands):
+    """A job that squeue shows running on n2 (the poller never saw it so)."""
+
+    def execute(self, argv, stdin, timeout):
+        if argv[0] == "squeue":
+            return 0, "JOBID|STATE|REASON|NODELIST|PARTITION|TIME_LIMIT|NAME\n7|RUNNING|None|n2|debug|1:00|x\n", ""
+        return 0, "JobId=7 JobState=RUNNING Restarts=0 NodeList=n2\n", ""
+
+
+def test_a_job_read_to_its_verdict_before_a_poll_saw_it_run_gets_its_nodes_after():
+    poller = source.JobPoller(Ran(), "7")
+    poller.info.state = "PENDING"
+    poller.catch_up()
+    assert poller.info.nodes == ["n2"] and poller.info.state == "RUNNING"
+
+
 def test_polls_keep_their_pace_once_the_first_scheduling_is_past_or_for_a_job_not_just_submitted():
     scheduler = Scheduler([(0.0, "Resources")])
     poller = source.JobPoller(scheduler, "7", every=2.0, first=1.0, submitted=True, clock=lambda: scheduler.now)
@@ -272,6 +313,48 @@ def test_one_node_tiny_model_ready_benchmarked_stopped_recorded(cluster, env, tm
     stop = run_cli("stop", "tiny")
     assert stop.returncode == 0 and b"scancel" in stop.stdout
     assert wait_ended(verdict["slurm"]["job"]) == "CANCELLED"
+
+
+SERVER = """
+import http.server, sys, time
+print("loading", flush=True)
+time.sleep(LOADING)
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("0.0.0.0", port), Health)
+print(f"INFO:     Uvicorn running on http://0.0.0.0:{port} (Press CTRL+C to quit)", flush=True)
+server.serve_forever()
+"""
+
+
+def health_server(loading: float) -> str:
+    """A server in a few lines: it loads for ``loading`` seconds, prints uvicorn's ready line,
+    then /health answers 200."""
+    return SERVER.replace("LOADING", str(loading))
+
+
+def test_a_job_ready_before_squeue_saw_it_run_still_has_its_node_and_url(cluster, tmp_path):
+    # ready at once: the log says the job runs before any squeue does
+    script = tmp_path / "fast.py"
+    script.write_text(health_server(0))
+    port = free_port()
+    proc = run_cli("launch", "--slurm", "--name", "fast", "--log-dir", str(tmp_path / "logs"), "--json", "--",
+                   sys.executable, str(script), "--port", str(port), timeout=120)
+    verdict = json.loads(proc.stdout.decode().splitlines()[-1])
+    job = verdict["slurm"]["job"]
+    try:
+        assert proc.returncode == 0 and verdict["outcome"] == "ready", verdict
+        assert verdict["slurm"]["nodes"] == ["n1"] and f"job {job} on n1," in verdict["note"]
+        [row] = json.loads(run_cli("ps", "--json").stdout)
+        assert row["url"] == f"http://127.0.0.1:{port}" and row["job_state"] == "RUNNING"
+    finally:
+        run_cli("stop", "fast")
+    assert wait_ended(job) == "CANCELLED"
 
 
 @need(TF)

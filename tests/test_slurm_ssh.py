@@ -17,27 +17,12 @@ from firedup.sources.ssh import Host
 
 from .conftest import run_cli
 from .test_servers import Recorder, free_port
-from .test_slurm import cluster, job_state, wait_ended  # noqa: F401 - cluster is a fixture
+from .test_slurm import cluster, health_server, job_state, wait_ended  # noqa: F401 - cluster is a fixture
 from .test_ssh import ssh_env, sshd  # noqa: F401 - fixtures: the test sshd, ssh pointed at it
 
-# A server in a few lines: it loads for 3 s (longer than squeue's 2 s, so the
-# scheduler has said where it runs: its health is probed there), prints
-# uvicorn's ready line, then /health answers 200.
-SERVER = """
-import http.server, sys, time
-print("loading", flush=True)
-time.sleep(3)
-port = int(sys.argv[sys.argv.index("--port") + 1])
-class Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/health" else 404)
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-server = http.server.HTTPServer(("0.0.0.0", port), Health)
-print(f"INFO:     Uvicorn running on http://0.0.0.0:{port} (Press CTRL+C to quit)", flush=True)
-server.serve_forever()
-"""
+# It loads for 3 s (longer than squeue's 2 s, so the scheduler has said where it
+# runs: its health is probed there).
+SERVER = health_server(3)
 
 
 class Connections:

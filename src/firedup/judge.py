@@ -515,6 +515,8 @@ class Judge:
             self.failed_runs, self.restart = failed_runs, s
             self.benign, self._benign_seen, self.unused = earlier
         if kind == "lines":
+            if self.phase == "queued":
+                self._enter("init", now)  # a job's log is written once it runs, seen by squeue or not
             self.last_words = None  # more lines came: the next silence reads the new last words
             self.last_line = s
             said = s.data.get("said")
@@ -659,6 +661,10 @@ class Judge:
             self.phase = "queued"
         elif kind == "running" and self.phase == "queued":
             self._enter("init", now)
+        elif kind == "running":
+            # its log said it runs first: every log of the job starts its stall clock here all the same
+            # (a silent rank is then named, not one whose first line came a moment earlier)
+            self._evidence(now)
 
     def _ends_a_request(self, s: Signal) -> bool:
         """Whether a log's last words are a request's traceback's lines (its

@@ -156,9 +156,7 @@ class Follow:
                 feed.put(s)
             elif s.kind == "running":
                 if log.head and self.poller.info.nodes:
-                    url = self.url or (f"http://{node_address(self.commands, self.poller.info.nodes[0])}:{self.port}"
-                                       if self.port else None)
-                    s = Signal(s.kind, line=s.line, origin=s.origin, data={**s.data, "url": url})
+                    s = Signal(s.kind, line=s.line, origin=s.origin, data={**s.data, "url": self.head_url()})
                 feed.put(s)
             elif log.batch:
                 feed.put(s)
@@ -179,6 +177,15 @@ class Follow:
                 results.put((j, other))  # a failure or an error: the caller's to read
                 break
         return min(stalled, key=lambda found: self.watches[found[0]].judge.last_line_at)
+
+    def head_url(self) -> str | None:
+        """The server's URL: --url, else the head node's address with CMD's port, once the job has nodes."""
+        if self.url or not (self.port and self.poller.info.nodes):
+            return self.url
+        try:
+            return f"http://{node_address(self.commands, self.poller.info.nodes[0])}:{self.port}"
+        except (SlurmError, SSHError):
+            return None  # the node's address unknown: no probe, and ps shows no URL
 
     def run(self) -> tuple[Verdict, Log]:
         """The overall verdict and the log it rests on."""
@@ -217,6 +224,7 @@ class Follow:
             poller.join(5)
         if self.error is not None:
             raise self.error
+        self.poller.catch_up()  # a job read to its verdict before a poll saw it run: its nodes all the same
         verdict, log = found
         assert verdict is not None and log is not None  # the watches ended: one of them decided
         return verdict, log
@@ -356,7 +364,7 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
         for lg in logs[1:]:
             lg.label = info.nodes[int(lg.label.split()[1])] if lg.label.startswith("task ") else lg.label
     verdict = _describe(verdict, log, follow)
-    run.url = url or (follow.watches[logs.index(next(lg for lg in logs if lg.head))].url)
+    run.url = follow.watches[logs.index(next(lg for lg in logs if lg.head))].url or follow.head_url()
     run.save()
     if memory is not None:
         verdict = memory.remember(verdict, kind="launch", name=name, log=run.log, environment=None,

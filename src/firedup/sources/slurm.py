@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import registry, rules
-from .._exceptions import InputError, SlurmError
+from .._exceptions import InputError, SlurmError, SSHError
 from ..signals import Signal
 from .ssh import REMOTE_STATE, Channel, Host, TailSource
 
@@ -302,7 +302,7 @@ class JobPoller:
             if self._pending_since is None:
                 self._pending_since = now
             if reason != info.reason or state != info.state:
-                out.append(self._pending(reason))
+                out += self._pending(reason)
         elif state in ("RUNNING", "CONFIGURING", "COMPLETING") and info.state not in ("RUNNING", "COMPLETING"):
             if info.state in ENDED:  # ended and requeued between two polls
                 out.append(self._requeued(now))
@@ -319,15 +319,36 @@ class JobPoller:
             out += self._ended(now, row)
         return out
 
-    def _pending(self, reason: str) -> Signal:
+    def _pending(self, reason: str) -> list[Signal]:
         info = self.info
+        queued = Signal("queued", line=f"slurm: job {info.id} pending ({reason})", origin="slurm",
+                        data={"reason": reason})
         if never_clears(reason) or (reason.startswith("ReqNodeNotAvail")
                                     and _unavailable_nodes_down(self.commands, reason)):
             self.ended = True
-            return scheduler_signal("fatal", f"slurm: job {info.id} pending ({reason}), which will never clear",
-                                    reason=reason)
-        return Signal("queued", line=f"slurm: job {info.id} pending ({reason})", origin="slurm",
-                      data={"reason": reason})
+            # it waited (phase queued), and will wait for ever
+            return [queued, scheduler_signal("fatal", f"slurm: job {info.id} pending ({reason}), which will never "
+                                                      "clear", reason=reason)]
+        return [queued]
+
+    def catch_up(self) -> None:
+        """The job's nodes (and state), asked once more, for a job that ran and
+        was read to its verdict (a server ready within a second) before a poll
+        saw it running: its log said so first."""
+        if self.info.nodes:
+            return
+        try:
+            row = squeue(self.commands, self.info.id)
+            nodes = row["NODELIST"] if row is not None else next(
+                (r["NodeList"] for r in sacct(self.commands, self.info.id) if r["JobID"] == self.info.id), "")
+            if row is not None and row["STATE"] in ("RUNNING", "COMPLETING", "CONFIGURING") \
+                    and self.info.state not in ENDED:
+                self.info.state = row["STATE"]
+                self.info.restarts = int(scontrol_job(self.commands, self.info.id).get("Restarts") or 0)
+        except (SlurmError, SSHError):
+            return  # the verdict stands; the job's nodes stay unknown
+        if nodes and nodes != "None assigned":
+            self.info.nodes = expand_nodes(nodes)
 
     def _requeued(self, now: float) -> Signal:
         self.info.restarts += 1
@@ -351,6 +372,8 @@ class JobPoller:
         state = job["State"].split()[0]
         self.ended = True
         info.state = state
+        if not info.nodes and job.get("NodeList") and job["NodeList"] != "None assigned":
+            info.nodes = expand_nodes(job["NodeList"])  # it ran and ended between two polls
         text = "|".join(job.get(k, "") for k in ("JobID", "State", "ExitCode", "DerivedExitCode", "NodeList"))
         line = f"slurm: job {info.id} ended {state} (sacct: {text})"
         if state == "COMPLETED":
