@@ -191,7 +191,8 @@ def test_launch_to_ready_leaves_the_server_running(tmp_path):
 
 def test_ps_lists_what_runs_and_keeps_a_few_that_ended_with_all_their_logs(tmp_path, monkeypatch, capsys):
     """ps: what runs, and what is not known to have ended; a remote server firedup stopped is over, not
-    'remote pid N' for ever; --all adds the ended; only the latest KEEP_ENDED records of those are kept."""
+    'remote pid N' for ever, nor is a Slurm job the scheduler says ended (s15 M2); --all adds the ended;
+    only the latest KEEP_ENDED records of those are kept."""
     sleeper = subprocess.Popen(["sleep", "60"])
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -206,25 +207,28 @@ def test_ps_lists_what_runs_and_keeps_a_few_that_ended_with_all_their_logs(tmp_p
         record("gone", 999999, 0.0)
         record("far", 4242, 0.0, host="gpu1")
         record("far-job", 0, 0.0, job="7")
+        record("done-job", 0, 0.0, job="8")
         monkeypatch.setattr(_servers, "stop_remote", lambda run, grace, ssh_args: "terminated")
-        monkeypatch.setattr(_servers.slurm, "state", lambda job, host: "RUNNING")
+        monkeypatch.setattr(_servers.slurm, "state", lambda job, host: "RUNNING" if job == "7" else "CANCELLED")
         assert cli.main(["stop", "far"]) == 0
         assert cli.main(["ps"]) == 0
         shown = capsys.readouterr().out.splitlines()
         assert [line.split()[:2] for line in shown[1:-1]] == [["far-job", "running"], ["up", "running"]]
-        assert shown[-1] == "(2 ended not shown: firedup ps --all)"
+        assert shown[-1] == "(3 ended not shown: firedup ps --all)"
         assert cli.main(["ps", "--all", "--json"]) == 0
-        rows = {r["name"]: (r["alive"], r["stopped"]) for r in json.loads(capsys.readouterr().out)}
-        assert rows == {"far": (False, True), "far-job": (None, False), "gone": (False, False), "up": (True, False)}
+        rows = {r["name"]: (r["alive"], r["stopped"], r["pid"]) for r in json.loads(capsys.readouterr().out)}
+        assert rows == {"far": (False, True, 4242), "far-job": (True, False, None), "done-job": (False, False, None),
+                        "gone": (False, False, 999999), "up": (True, False, sleeper.pid)}
         assert cli.main(["ps", "--all"]) == 0
         assert "far                              stopped pid 4242" in capsys.readouterr().out
     finally:
         sleeper.kill()
     for i in range(registry.KEEP_ENDED + 2):
         record(f"old{i:02}", 999999, 0.0)
-    # the latest ended ones, and the job not known to have ended; every log is still there
+    # the latest ended ones (not the job that ended before them), and the job not known to have ended;
+    # every log is still there
     assert {r.name for r in registry.records()} == {"far-job", *(f"old{i:02}" for i in range(2, 22))}
-    assert len(list(logs.glob("*.log"))) == 4 + registry.KEEP_ENDED + 2
+    assert len(list(logs.glob("*.log"))) == 5 + registry.KEEP_ENDED + 2
 
 
 def test_launch_failure_stops_the_group_and_names_the_cause_within_2s_of_exit(tmp_path):

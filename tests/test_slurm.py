@@ -307,9 +307,11 @@ def test_one_node_tiny_model_ready_benchmarked_stopped_recorded(cluster, env, tm
                    *map(str, tf(MODEL, port)), timeout=300)
     verdict = json.loads(proc.stdout.decode().splitlines()[-1])
     assert proc.returncode == 0 and verdict["outcome"] == "ready" and verdict["server"] == "transformers"
-    ps = json.loads(run_cli("ps", "--json").stdout)
-    states = {r["name"]: (r["job"], r["job_state"]) for r in ps}
-    assert states == {"tiny-slurm": (job, "CANCELLED"), "tiny": (verdict["slurm"]["job"], "RUNNING")}
+    ps = json.loads(run_cli("ps", "--all", "--json").stdout)
+    states = {r["name"]: (r["job"], r["job_state"], r["alive"], r["stopped"]) for r in ps}
+    assert states == {"tiny-slurm": (job, "CANCELLED", False, True), "tiny": (verdict["slurm"]["job"], "RUNNING",
+                                                                             True, False)}
+    assert [r["name"] for r in json.loads(run_cli("ps", "--json").stdout)] == ["tiny"]  # the ended left out
     stop = run_cli("stop", "tiny")
     assert stop.returncode == 0 and b"scancel" in stop.stdout
     assert wait_ended(verdict["slurm"]["job"]) == "CANCELLED"
@@ -355,6 +357,7 @@ def test_a_job_ready_before_squeue_saw_it_run_still_has_its_node_and_url(cluster
     finally:
         run_cli("stop", "fast")
     assert wait_ended(job) == "CANCELLED"
+    assert json.loads(run_cli("ps", "--json").stdout) == []  # stopped: listed only by ps --all
 
 
 @need(TF)
@@ -413,6 +416,9 @@ def test_a_job_cancelled_from_outside_mid_start_is_failed_not_left_for_inspectio
     assert v.outcome == "failed" and v.slurm["state"] == "CANCELLED", v
     assert v.evidence["line"].startswith(f"slurm: job {done['job']} ended CANCELLED (sacct: {done['job']}|CANCELLED")
     assert v.elapsed < 60 and launched.note == f"job {done['job']} ended CANCELLED"
+    [row] = json.loads(run_cli("ps", "--all", "--json").stdout)
+    assert (row["alive"], row["stopped"], row["job_state"]) == (False, False, "CANCELLED")
+    assert run_cli("ps").stdout.decode() == "(1 ended not shown: firedup ps --all)\n"
 
 
 def test_over_the_memory_limit_is_host_oom(cluster, tmp_path):

@@ -16,6 +16,7 @@ from .defaults import GRACE, STALL, STOP_GRACE
 from .ledger.store import Ledger
 from .sinks import Sink
 from .sources import pgroup, ssh
+from .sources.slurm import ENDED
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,18 @@ def stop(name: str, grace: float = STOP_GRACE, ssh_args: Sequence[str] = ()) -> 
 
 def listing() -> list[dict[str, Any]]:
     """The servers ``firedup launch`` started, as ``firedup ps --all --json`` lists them."""
-    return [{"name": r.name, "host": r.host, "pid": r.pid, "alive": r.alive(), "stopped": r.stopped is not None,
-             "server": r.server, "url": r.url, "log": r.log,
-             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)), "cmd": " ".join(r.argv),
-             **({"job": r.job, "job_state": slurm.state(r.job, r.host)} if r.job else {})}
-            for r in registry.records()]
+    rows = []
+    for r in registry.records():
+        alive, job = r.alive(), {}
+        if r.job:
+            state = slurm.state(r.job, r.host)
+            if state in ENDED and alive is not False:
+                r.ended = time.time()  # known to have ended: pruned as an exited local server is
+                r.save()
+            alive = False if r.alive() is False else None if state == "UNKNOWN" else True
+            job = {"job": r.job, "job_state": state}
+        rows.append({"name": r.name, "host": r.host, "pid": None if r.job else r.pid, "alive": alive,
+                     "stopped": r.stopped is not None, "server": r.server, "url": r.url, "log": r.log,
+                     "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
+                     "cmd": " ".join(r.argv), **job})
+    return rows

@@ -163,16 +163,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_ps(args: argparse.Namespace) -> int:
     everything = _servers.listing()
-    # those running, or not known to have ended (a remote one firedup did not stop, a Slurm job)
+    # those running, or not known to have ended (a remote one firedup did not stop, a job squeue cannot tell of)
     rows = everything if args.all else [r for r in everything if r["alive"] is not False]
     if args.json:
         print(json.dumps(rows))
         return 0
     for r in rows:
-        state = {True: "running", False: "stopped" if r["stopped"] else "exited ", None: "remote "}[r["alive"]]
-        where = f"pid {r['pid']:<8}"
         if "job" in r:
             state, where = f"{r['job_state'].lower():<7}", f"job {r['job']:<8}"
+        else:
+            state = {True: "running", False: "stopped" if r["stopped"] else "exited ", None: "remote "}[r["alive"]]
+            where = f"pid {r['pid']:<8}"
         print(f"{r['name']:<32} {state} {where} {r['server'] or '-':<12} {r['url'] or '-':<24} {r['cmd']}")
     if len(rows) < len(everything):
         print(f"({len(everything) - len(rows)} ended not shown: firedup ps --all)")

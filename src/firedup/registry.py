@@ -36,6 +36,7 @@ class Record:
     host: str | None = None  # [user@]host[:port] for a server launched over SSH
     job: str | None = None  # a Slurm job id, for a server launched with --slurm
     stopped: float | None = None  # when firedup stopped it: a remote server or job is not asked again
+    ended: float | None = None  # when firedup learned that its Slurm job had ended (squeue, sacct): not asked again
 
     @property
     def path(self) -> Path:
@@ -49,9 +50,9 @@ class Record:
         prune()
 
     def alive(self) -> bool | None:
-        """Whether it still runs (None: on a remote host or a Slurm job that firedup has not stopped, not asked)."""
+        """Whether it still runs (None: on a remote host, or a Slurm job not known to have ended: not asked here)."""
         if self.host or self.job:
-            return False if self.stopped else None
+            return False if self.stopped or self.ended else None
         try:
             proc = psutil.Process(self.pid)
             return abs(proc.create_time() - self.created) < 1.0 and proc.status() != psutil.STATUS_ZOMBIE

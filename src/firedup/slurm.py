@@ -304,6 +304,8 @@ class Launched:
         """Cancel the job of a ready server (one that is not ready was cancelled already)."""
         if self.record.job and self.verdict.outcome == "ready":
             stop(self.record)
+            self.record.stopped = time.time()
+            self.record.save()
 
 
 def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbatch_args: Sequence[str] = (),
@@ -358,6 +360,8 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
         verdict, log = follow.run()
     except BaseException:  # Ctrl-C, or firedup failing: no job left holding nodes
         cancel(commands, job)
+        run.stopped = time.time()
+        run.save()
         raise
     info = follow.poller.info
     if nodes > 1 and info.nodes:  # name the task logs by their nodes (one task per node, in order)
@@ -377,8 +381,11 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
         if info.state not in ENDED:
             cancel(commands, job)
             note = f"cancelled job {job} (scancel{f' on {commands.host}' if commands.host else ''})"
+            run.stopped = time.time()  # as a failed remote launch's: ps lists it no more
         else:
             note = f"job {job} ended {info.state}"
+            run.ended = time.time()
+        run.save()
     return Launched(run, verdict, note)
 
 
