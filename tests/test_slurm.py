@@ -144,6 +144,15 @@ def test_a_log_line_says_a_job_runs_before_squeue_does():
     assert v.outcome == "failed" and v.phase == "init" and v.phases == {"queued": 2.0, "init": 1.0}, v
 
 
+def test_stop_of_a_job_that_already_ended_says_so_and_cancels_nothing(monkeypatch):
+    from firedup import _servers, registry
+    registry.Record(name="sl1", pid=0, argv=["serve"], log="x.log", url=None, server=None, started=time.time(),
+                    created=0.0, job="188", stopped=time.time()).save()
+    monkeypatch.setattr(slurm, "state", lambda job, host=None, ssh_args=(): "CANCELLED")
+    monkeypatch.setattr(slurm, "stop", lambda *a: pytest.fail("scancel of an ended job"))
+    assert _servers.stop("sl1") == "sl1: job 188 had already ended (CANCELLED), nothing to cancel"
+
+
 class Ran(source.Commands):
     """A job that squeue shows running on n2 (the poller never saw it so)."""
 
@@ -358,6 +367,9 @@ def test_a_job_ready_before_squeue_saw_it_run_still_has_its_node_and_url(cluster
         run_cli("stop", "fast")
     assert wait_ended(job) == "CANCELLED"
     assert json.loads(run_cli("ps", "--json").stdout) == []  # stopped: listed only by ps --all
+    again = run_cli("stop", "fast")
+    assert again.returncode == 0
+    assert again.stdout.decode() == f"fast: job {job} had already ended (CANCELLED), nothing to cancel\n"
 
 
 @need(TF)

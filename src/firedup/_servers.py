@@ -91,6 +91,12 @@ def stop(name: str, grace: float = STOP_GRACE, ssh_args: Sequence[str] = ()) -> 
     SIGKILL after ``grace``; a Slurm job is cancelled): what became of it."""
     record = registry.load(name)
     if record.job:
+        state = slurm.state(record.job, record.host, ssh_args)
+        if state in ENDED:  # stopped before, or ended by itself: nothing to cancel
+            if record.alive() is not False:
+                record.ended = time.time()
+                record.save()
+            return f"{record.name}: job {record.job} had already ended ({state}), nothing to cancel"
         said = f"{record.name}: {slurm.stop(record, ssh_args)}"
     elif record.host:
         said = f"{record.name} on {record.host}: {stop_remote(record, grace, ssh_args)}"
