@@ -433,6 +433,19 @@ def test_a_job_cancelled_from_outside_mid_start_is_failed_not_left_for_inspectio
     assert run_cli("ps").stdout.decode() == "(1 ended not shown: firedup ps --all)\n"
 
 
+def test_ctrl_c_while_queued_cancels_the_job_and_says_so(cluster, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "firedup", "launch", "--slurm", "--name", "held", "--log-dir",
+                             str(tmp_path / "logs"), "--sbatch-arg=--begin=now+120", "--", "sleep", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    time.sleep(4)  # submitted, and waiting for its begin time
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    job = out.decode().split("submitted: job=")[1].split()[0]
+    assert proc.returncode == 130
+    assert err.decode() == f"firedup: interrupted; cancelled job {job} (scancel)\n"
+    assert wait_ended(job) == "CANCELLED"
+
+
 def test_over_the_memory_limit_is_host_oom(cluster, tmp_path):
     hog = "import time; print('allocating', flush=True); b = bytearray(800 << 20); time.sleep(60)"
     launched = launch([sys.executable, "-c", hog], tmp_path, name="oom", sbatch_args=["--mem=200M"])

@@ -151,8 +151,9 @@ def _start_and_bench(argv: Sequence[str], start: Start, workload: Workload, how:
         measured = session.measure(servers[side], workload, how, count, on_result)
     except BaseException as e:  # Ctrl-C, SIGTERM, a failed start: never a server left running
         stopped = launched.stop()
-        if stopped:
-            e.add_note(f"stopped the server's process group ({stopped}), log {launched.record.log}")
+        if stopped:  # a Slurm job's says it was cancelled
+            e.add_note(stopped if launched.record.job else
+                       f"stopped the server's process group ({stopped}), log {launched.record.log}")
         raise
     launched.stop()
     return measured

@@ -300,12 +300,14 @@ class Launched:
     verdict: Verdict
     note: str
 
-    def stop(self) -> None:
-        """Cancel the job of a ready server (one that is not ready was cancelled already)."""
-        if self.record.job and self.verdict.outcome == "ready":
-            stop(self.record)
-            self.record.stopped = time.time()
-            self.record.save()
+    def stop(self) -> str | None:
+        """Cancel the job of a ready server (one that is not ready was cancelled already): what was done."""
+        if not (self.record.job and self.verdict.outcome == "ready"):
+            return None
+        said = stop(self.record)
+        self.record.stopped = time.time()
+        self.record.save()
+        return said
 
 
 def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbatch_args: Sequence[str] = (),
@@ -358,10 +360,11 @@ def launch(argv: Sequence[str], *, name: str | None = None, nodes: int = 1, sbat
                     submitted=True)
     try:
         verdict, log = follow.run()
-    except BaseException:  # Ctrl-C, or firedup failing: no job left holding nodes
+    except BaseException as e:  # Ctrl-C, or firedup failing: no job left holding nodes
         cancel(commands, job)
         run.stopped = time.time()
         run.save()
+        e.add_note(f"cancelled job {job} (scancel{f' on {commands.host}' if commands.host else ''})")
         raise
     info = follow.poller.info
     if nodes > 1 and info.nodes:  # name the task logs by their nodes (one task per node, in order)
