@@ -82,6 +82,15 @@ def test_the_stall_clock_does_not_run_while_queued_and_the_wait_is_recorded():
     assert verdict.outcome == "stalled" and verdict.phases["queued"] == 600.0
 
 
+def test_a_timeout_while_queued_says_the_job_never_started():
+    # --timeout 6 on a job that never left the queue: no "progress in the stall window" (s15 N5)
+    judge = Judge(now=0.0, stall=300, timeout=6)
+    judge.feed(Signal("queued", line="slurm: job 7 pending (Resources)", data={"reason": "Resources"}), 1.0)
+    v = judge.decide(6.5)
+    assert v.outcome == "timeout" and v.phase == "queued" and v.evidence["line"] == "slurm: job 7 pending (Resources)"
+    assert "still queued (reason: Resources)" in v.explanation and "progress" not in v.explanation
+
+
 def test_a_requeued_job_is_read_as_a_new_attempt():
     judge = Judge(now=0.0, stall=10)
     judge.feed(Signal("running"), 1.0)

@@ -318,6 +318,10 @@ STALL_REMEDY = ("See what its processes are doing (py-spy dump --pid PID; firedu
                 "is installed) and whether the GPU works (nvidia-smi); if it is only slow, raise --stall.")
 TIMEOUT_EXPLANATION = ("The time limit (--timeout) ran out while the server was still starting, with progress in "
                        "the stall window; the evidence line is where it had got.")
+QUEUED_TIMEOUT_EXPLANATION = ("The time limit (--timeout), which counts the wait in the queue, ran out while the "
+                              "Slurm job was still queued (reason: {reason}): it never started, the server never ran.")
+QUEUED_TIMEOUT_REMEDY = ("Raise --timeout to cover the wait for nodes too, or ask for what frees sooner (squeue "
+                         "--start -j JOBID estimates when it starts; sinfo shows the partition's free nodes).")
 TIMEOUT_REMEDY = ("Raise --timeout: a start that progresses is not stuck (firedup runs shows how long this "
                   "configuration took before).")
 EXIT_EXPLANATION = "The server process exited before it was ready and left no error line that firedup recognises."
@@ -448,6 +452,7 @@ class Judge:
         self.version: str | None = None
         self.phase = "init"
         self.phase_started = now
+        self.queued: Signal | None = None  # a Slurm job's latest word of its wait in the queue (its reason)
         self.phases: dict[str, float] = {}
         self.progress: dict[str, Any] | None = None
         self.last_evidence = now
@@ -563,6 +568,8 @@ class Judge:
             return
         if kind in ("queued", "running", "requeued"):
             self._scheduled(kind, now)
+            if kind == "queued":
+                self.queued = s
             return
         if kind == "evidence":
             self._evidence(now)
@@ -842,6 +849,12 @@ class Judge:
                 return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         elif self.candidates and (now - self.pending_since >= self.grace or self._quiet_after_exception(now)):
             return self._failure(now)
+        if self.timeout is not None and now - self.started >= self.timeout and self.phase == "queued":
+            # (a requeued job may wait before the scheduler gave a reason)
+            return self._verdict("timeout", now, self._evidence_of(self.queued) if self.queued else self._last_said(),
+                                 explanation=QUEUED_TIMEOUT_EXPLANATION.format(
+                                     reason=self.queued.data.get("reason") if self.queued else "not given yet"),
+                                 remedy=QUEUED_TIMEOUT_REMEDY)
         if self.timeout is not None and now - self.started >= self.timeout:
             return self._verdict("timeout", now, self._last_said(), explanation=TIMEOUT_EXPLANATION,
                                  remedy=TIMEOUT_REMEDY)
