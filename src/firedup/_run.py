@@ -116,13 +116,13 @@ def run(argv: Sequence[str], *, vs: Sequence[str] | None = None, workload: Workl
     except (KeyboardInterrupt, ServerError) as e:
         # What was measured stays measured; a repeat cut off mid-way is not its workload's number.
         why = "interrupted" if isinstance(e, KeyboardInterrupt) else f"a server start not ready ({e.verdict.outcome})"
-        _say_recorded(e, _record(ledger, servers, rounds if vs is not None else None, order, relaunch,
+        session.say_recorded(e, _record(ledger, servers, rounds if vs is not None else None, order, relaunch,
                                  f"{why} after {{}} of {repeat} repeats"), servers, repeat, vs is not None)
         raise
     benches = _record(ledger, servers, rounds if vs is not None else None, order, relaunch)
     error = next(filter(None, map(session.lost, servers.values())), None)
     if error is not None:  # a configuration whose every repeat measured nothing: its first error says why
-        _say_recorded(error, benches, servers, repeat, vs is not None)
+        session.say_recorded(error, benches, servers, repeat, vs is not None)
         raise error
     if vs is None:
         return RunResult(benches, results=results)
@@ -177,13 +177,3 @@ def _record(ledger: Ledger, servers: dict[str, session.Server], rounds: dict[str
             metrics["cut_short"] = cut_short.format(len(server.results))
         benches[side] = session.record(ledger, server, metrics)
     return dict(sorted(benches.items()))
-
-
-def _say_recorded(error: BaseException, benches: dict[str, session.Bench], servers: dict[str, session.Server],
-                  repeat: int, interleaved: bool) -> None:
-    """A note on the error that ends a run: the runs that hold what it had measured."""
-    if benches:
-        error.add_note("recorded what was measured: " + ", ".join(
-            f"{'not recorded' if b.run_id is None else f'run {b.run_id}'} "
-            f"({f'{side}: ' if interleaved else ''}{len(servers[side].results)} of {repeat} repeats)"
-            for side, b in benches.items()))

@@ -73,10 +73,8 @@ def resolve(ledger: Ledger, target: str | None) -> Server:
     """A URL, a launched server's name or a ledger run id: the server to measure."""
     if target is None:
         raise InputError("bench needs the server's URL, a name from firedup ps, or a ledger run id")
-    if target.startswith(("http://", "https://")):
+    if "://" in target:  # a URL (one bench cannot measure, https:// or ftp://, is refused where it is read)
         return Server(target)
-    if "://" in target:
-        raise InputError(f"only http:// servers can be measured: {target}")
     name = target
     if target.isdigit():
         name = ledger.run(int(target))["name"]
@@ -179,9 +177,7 @@ def bench(target: str | None, workload: Workload, how: Measure, *, ledger: Ledge
         if server.results:
             metrics = {**aggregated(server, across_starts=False),
                        "cut_short": f"interrupted after {len(server.results)} of {how.repeat} repeats"}
-            kept = record(ledger, server, metrics).run_id
-            e.add_note(f"recorded what was measured: {'not recorded' if kept is None else f'run {kept}'} "
-                       f"({len(server.results)} of {how.repeat} repeats)")
+            say_recorded(e, {"A": record(ledger, server, metrics)}, {"A": server}, how.repeat, interleaved=False)
         elif how.repeat > 1:
             e.add_note("no repeat was finished, so nothing was recorded")
         raise
@@ -189,6 +185,16 @@ def bench(target: str | None, workload: Workload, how: Measure, *, ledger: Ledge
     if error is not None:
         raise error
     return record(ledger, server, aggregated(server, across_starts=False))
+
+
+def say_recorded(error: BaseException, benches: dict[str, Bench], servers: dict[str, Server], repeat: int,
+                 interleaved: bool) -> None:
+    """A note on the error that ends a measurement: the runs that hold what it had measured."""
+    if benches:
+        error.add_note("recorded what was measured: " + ", ".join(
+            f"{'not recorded' if b.run_id is None else f'run {b.run_id}'} "
+            f"({f'{side}: ' if interleaved else ''}{len(servers[side].results)} of {repeat} repeats)"
+            for side, b in benches.items()))
 
 
 def compare_runs(ledger: Ledger, numbers: Sequence[int], *, min_effect: float = MIN_EFFECT_PCT,

@@ -264,6 +264,11 @@ def rejected(message: str) -> Signal:
     return scheduler_signal("fatal", f"sbatch: error: {message.removeprefix('sbatch: error: ')}")
 
 
+def _assigned(nodelist: str) -> list[str]:
+    """The nodes a NodeList names (sacct says "None assigned" for a job that never ran)."""
+    return expand_nodes(nodelist) if nodelist and nodelist != "None assigned" else []
+
+
 class JobPoller:
     """The scheduler's view of one job, as signals, at most one squeue per ``every`` seconds."""
 
@@ -339,16 +344,15 @@ class JobPoller:
             return
         try:
             row = squeue(self.commands, self.info.id)
-            nodes = row["NODELIST"] if row is not None else next(
-                (r["NodeList"] for r in sacct(self.commands, self.info.id) if r["JobID"] == self.info.id), "")
+            nodes = _assigned(row["NODELIST"] if row is not None else next(
+                (r["NodeList"] for r in sacct(self.commands, self.info.id) if r["JobID"] == self.info.id), ""))
             if row is not None and row["STATE"] in ("RUNNING", "COMPLETING", "CONFIGURING") \
                     and self.info.state not in ENDED:
                 self.info.state = row["STATE"]
                 self.info.restarts = int(scontrol_job(self.commands, self.info.id).get("Restarts") or 0)
         except (SlurmError, SSHError):
             return  # the verdict stands; the job's nodes stay unknown
-        if nodes and nodes != "None assigned":
-            self.info.nodes = expand_nodes(nodes)
+        self.info.nodes = nodes
 
     def _requeued(self, now: float) -> Signal:
         self.info.restarts += 1
@@ -372,8 +376,7 @@ class JobPoller:
         state = job["State"].split()[0]
         self.ended = True
         info.state = state
-        if not info.nodes and job.get("NodeList") and job["NodeList"] != "None assigned":
-            info.nodes = expand_nodes(job["NodeList"])  # it ran and ended between two polls
+        info.nodes = info.nodes or _assigned(job.get("NodeList", ""))  # it ran and ended between two polls
         text = "|".join(job.get(k, "") for k in ("JobID", "State", "ExitCode", "DerivedExitCode", "NodeList"))
         line = f"slurm: job {info.id} ended {state} (sacct: {text})"
         if state == "COMPLETED":
