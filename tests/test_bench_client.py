@@ -273,7 +273,7 @@ def test_a_url_with_a_path_is_the_apis_base_behind_a_gateway(tmp_path, path):
     out = json.loads(proc.stdout)
     assert (out["url"], out["model"], out["completed"]) == (base + "/team-a", "m", 2)
     # a path the server does not serve is not quietly replaced by the root
-    assert dropped.returncode == 2 and "GET /v1/models -> 404" in dropped.stderr.decode()
+    assert dropped.returncode == 2 and "GET /nope/deeper/v1/models -> 404" in dropped.stderr.decode()
 
 
 @pytest.mark.parametrize("url, said", [

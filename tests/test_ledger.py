@@ -486,6 +486,7 @@ def test_one_damaged_row_is_named_in_one_line_and_the_other_runs_read_as_before(
 
     code, out, err = cli("runs")
     assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["4", "3", "2", "1"], out
+    assert ["damaged" in line for line in out.splitlines()[1:]] == [True, False, True, False], out
     assert err.splitlines() == [
         "firedup: run 4 is damaged in the ledger: its config, phases are a list, not an object; left as it is",
         "firedup: run 2 is damaged in the ledger: its metrics is not JSON (Expecting property name enclosed "

@@ -323,7 +323,8 @@ class Connection:
         response = await self.request("GET", path)
         if response.status != 200:
             said = bytes(response.body[:200]).decode(errors="replace").strip()
-            raise HttpError(f"GET {path} -> {response.status}" + (f": {' '.join(said.split())}" if said else ""))
+            raise HttpError(f"GET {self.endpoint.prefix}{path} -> {response.status}"
+                            + (f": {' '.join(said.split())}" if said else ""))
         return json.loads(response.body)
 
 

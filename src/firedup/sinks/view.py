@@ -35,6 +35,8 @@ def _outcome(name: str) -> Text:
 def _run_outcome(run: dict[str, Any]) -> Text:
     """A launch's or watch's verdict; a benchmark's measurement: measured, or invalid (the client was the
     bottleneck: recorded as outcome "incomplete"), with whether it was cut short and how many requests failed."""
+    if "damaged" in run:  # its row holds what cannot be read: not a measurement to vouch for
+        return Text("? damaged", "bold yellow")
     if run["kind"] != "bench":
         return _outcome(run["outcome"])
     metrics = run.get("metrics") or {}
