@@ -11,7 +11,7 @@ import pytest
 
 from firedup import Outcome, diagnose
 from firedup.judge import copy_key
-from firedup.lines import clean, parse
+from firedup.lines import clean, from_json, parse
 from firedup.rules import CAUSES
 
 from .conftest import FIXTURES, corpus_logs, needs_corpus, run_cli
@@ -196,7 +196,8 @@ def _as_tgi_json(text: str) -> str:
 
 def test_a_tgi_log_written_as_json_gets_the_same_verdict():
     """Every reported TGI log, rewritten as TGI's --json-output would have
-    printed it: the same outcome, cause and evidence message."""
+    printed it: the same outcome, cause and evidence message (the evidence
+    being the record that holds it, the line the file has)."""
     import io
 
     changed, rewritten = [], 0
@@ -208,8 +209,10 @@ def test_a_tgi_log_written_as_json_gets_the_same_verdict():
             continue  # a paste with too few of TGI's own records to say anything
         rewritten += 1
         want, got = diagnose(str(log)), diagnose(io.BytesIO(as_json.encode()))
-        said = [parse((v.evidence or {}).get("line", "")).message for v in (want, got)]
-        if (got.outcome, got.cause) != (want.outcome, want.cause) or said[0] != said[1]:
+        said = parse((want.evidence or {}).get("line", "")).message
+        record = (got.evidence or {}).get("line", "")
+        if (got.outcome, got.cause) != (want.outcome, want.cause) \
+                or said not in [parse(piece).message for piece in from_json(record) or [record]]:
             changed.append(f"{log.stem}: {want.outcome}/{want.cause} -> {got.outcome}/{got.cause}")
     assert rewritten >= 15 and not changed, changed
 
@@ -226,3 +229,14 @@ def test_a_window_from_inside_a_workers_traceback_to_a_later_bar_reads_the_failu
     v = diagnose(io.BytesIO(tail[tail.index(b"\n") + 1:]))
     assert (v.outcome, v.cause) == ("failed", "cuda_oom")
     assert clean(v.evidence["line"]).endswith("torch.AcceleratorError: CUDA error: out of memory")
+
+
+def test_a_server_that_loads_tensorrt_llm_first_is_named_by_its_own_lines_and_not_given_its_version():
+    """NVIDIA NIM's vLLM frontend starts TensorRT-LLM before it says anything:
+    TensorRT-LLM's lines and version come first, then vLLM's (in JSON records
+    whose file paths name it). The server is vLLM, and TensorRT-LLM's version
+    is not the server's."""
+    failed = diagnose(str(FIXTURES / "reported" / "nim-llm-1.0.0-gt710-k8s-cuda-no-device.log"))
+    ready = diagnose(str(FIXTURES / "reported" / "nim-llm-1.0.0-vllm-l4-gke-ready-json-logs.log"))
+    assert (failed.server, failed.version, failed.cause) == ("vllm", None, "gpu_unavailable")
+    assert (ready.server, ready.version, ready.outcome) == ("vllm", "0.4.1", Outcome.READY)

@@ -58,6 +58,14 @@ def test_a_python_json_record_keeps_its_message_and_level():
     assert (line.message, line.level) == ("Token indices sequence length is longer", "WARNING")
 
 
+def test_a_json_record_whose_time_has_no_year_still_reads_as_its_message():
+    # NVIDIA NIM's records: "time" without the year, which no prefix of a log has
+    line = parse(from_json('{"level": "INFO", "time": "02-20 21:47:39.338", "file_path": "/usr/local/lib/python3.10/'
+                           'dist-packages/uvicorn/lifespan/on.py", "line_number": "62", "message": '
+                           '"Application startup complete.", "exc_info": "None", "stack_info": "None"}')[0])
+    assert (line.message, line.level) == ("Application startup complete.", "INFO")
+
+
 def test_llamacpps_json_log_and_plain_text_are_not_records():
     assert from_json('{"tid":"1","timestamp":1711270965,"level":"INFO","function":"main","line":2881,'
                      '"msg":"model loaded"}') is None

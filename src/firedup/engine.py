@@ -240,7 +240,8 @@ class Engine:
         """One raw line as rules read it; a structured record, as the last line
         it stands for (what a log ending on it last said)."""
         plain = lines.from_json(raw) if raw.startswith("{") else None
-        return self._unindent(lines.parse(plain[-1] if plain else raw))
+        line = self._unindent(lines.parse(plain[-1] if plain else raw))
+        return line._replace(text=lines.clean(raw)) if plain else line
 
     def _unindent(self, line: lines.Line) -> lines.Line:
         """A line as rules read it: without the indent of a log pasted indented
@@ -251,15 +252,21 @@ class Engine:
                               line.outer or inner.outer)
         return line
 
-    def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal], record: bool = True) -> int:
+    def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal], record: str = "") -> int:
         text = segment.decode("utf-8", "replace")
-        if record and text.startswith("{") and text.rstrip().endswith("}"):
+        if not record and text.startswith("{") and text.rstrip().endswith("}"):
             plain = lines.from_json(text)
             if plain is not None:
-                # a structured record is read as the lines it stands for, each at the record's line number
-                return sum(self._line(lineno, piece.encode(), self._tags(piece.encode()), out, record=False)
-                           for piece in plain)
+                # a structured record is read as the lines it stands for, each at the record's
+                # line number, and shown as the record itself: the line the file holds. Its
+                # other fields (a source file's path) may name the server: its first line says so.
+                named = [tag for tag in tags if isinstance(tag, tuple)]
+                return sum(self._line(lineno, piece.encode(), named * (n == 0) + self._tags(piece.encode()), out,
+                                      record=lines.clean(text))
+                           for n, piece in enumerate(plain))
         line = lines.parse(text)
+        if record:
+            line = line._replace(text=record)
         if self._indent is None and line.message.strip():
             indent = _INDENT.match(line.message)
             self._indent = indent.group() if indent else ""

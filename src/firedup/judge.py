@@ -450,6 +450,7 @@ class Judge:
     def _reset(self, now: float) -> None:
         self.config: dict[str, Any] = {}  # a restart prints its own: an earlier run's settings are not its
         self.version: str | None = None
+        self._version_by: str | None = None  # the family of the rule that read the version
         self.phase = "init"
         self.phase_started = now
         self.queued: Signal | None = None  # a Slurm job's latest word of its wait in the queue (its reason)
@@ -565,6 +566,8 @@ class Judge:
         if kind == "detect":
             if self.server is None or self.server == s.data.get("replaces"):
                 self.server = s.data["server"]
+                if self._version_by not in (None, "generic", self.server):
+                    self.version = None  # the version of a library the server loads, not the server's
             return
         if kind in ("queued", "running", "requeued"):
             self._scheduled(kind, now)
@@ -610,7 +613,8 @@ class Judge:
             self._enter(s.rule.phase, now, clear=kind != "progress", by=s.origin)
         if kind == "config":
             self.config.update((k, v) for k, v in s.data.items() if k != "version")
-            self.version = s.data.get("version", self.version)
+            if "version" in s.data:
+                self.version, self._version_by = s.data["version"], s.rule.family
         elif kind == "benign":
             self._benign(s)
             if s.rule.served:

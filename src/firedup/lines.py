@@ -203,6 +203,9 @@ def parse(raw: str) -> Line:
     return Line(text, message, origin, _LEVELS.get(level, level), outer)
 
 
+_DATED = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
+
+
 def from_json(text: str) -> list[str] | None:
     """A structured log record (TGI's --json-output; a JSON logging config) as the
     lines the server prints without it: "<time>  <LEVEL> <span>: <target>: <message>"
@@ -224,7 +227,10 @@ def from_json(text: str) -> list[str] | None:
     where = [_text(span, "name") if isinstance(span, dict) else "", _text(record, "target")]
     if where[1] and record.get("filename") and record.get("line_number"):
         where.append(f"{record['filename']}:{record['line_number']}")
-    # the prefixes lines.parse peels: a time with its level, or uvicorn's level alone
+    # the prefixes lines.parse peels: a dated time with its level, or uvicorn's level
+    # alone (a time without its year, as NIM's "02-20 21:47:39.340", is left out)
+    if not _DATED.match(stamp):
+        stamp = ""
     lead = f"{stamp}  {level} " if stamp and level else f"{level}: " if level else f"{stamp} " if stamp else ""
     first, *rest = message.split("\n")
     return [lead + "".join(f"{w}: " for w in where if w) + first, *rest]
