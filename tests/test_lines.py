@@ -1,6 +1,6 @@
 """How one raw line splits into the prefixes in front of it and the message rules read."""
 
-from firedup.lines import from_json, parse
+from firedup.lines import from_json, parse, record_lines
 
 
 def test_slurm_task_label_is_peeled_before_the_servers_own_prefixes():
@@ -64,6 +64,15 @@ def test_a_json_record_whose_time_has_no_year_still_reads_as_its_message():
                            'dist-packages/uvicorn/lifespan/on.py", "line_number": "62", "message": '
                            '"Application startup complete.", "exc_info": "None", "stack_info": "None"}')[0])
     assert (line.message, line.level) == ("Application startup complete.", "INFO")
+
+
+def test_a_json_record_behind_a_collectors_prefix_reads_as_its_lines_with_the_prefix():
+    record = ('{"timestamp":"2023-12-05T22:36:50.1Z","level":"ERROR","fields":{"message":"Shard failed\\n'
+              'ValueError: bad"},"target":"text_generation_launcher"}')
+    first, second = record_lines("tgi-1  | " + record)
+    assert parse(first).message == "text_generation_launcher: Shard failed"
+    assert (parse(second).message, parse(second).origin) == ("ValueError: bad", "tgi-1")
+    assert record_lines("INFO 10-01 10:00:00 [utils.py:1] non-default args: {'port': 8000}") is None
 
 
 def test_llamacpps_json_log_and_plain_text_are_not_records():

@@ -239,7 +239,7 @@ class Engine:
     def _parse(self, raw: str) -> lines.Line:
         """One raw line as rules read it; a structured record, as the last line
         it stands for (what a log ending on it last said)."""
-        plain = lines.from_json(raw) if raw.startswith("{") else None
+        plain = lines.record_lines(raw)
         line = self._unindent(lines.parse(plain[-1] if plain else raw))
         return line._replace(text=lines.clean(raw)) if plain else line
 
@@ -254,8 +254,8 @@ class Engine:
 
     def _line(self, lineno: int, segment: bytes, tags: list[Any], out: list[Signal], record: str = "") -> int:
         text = segment.decode("utf-8", "replace")
-        if not record and text.startswith("{") and text.rstrip().endswith("}"):
-            plain = lines.from_json(text)
+        if not record:
+            plain = lines.record_lines(text)
             if plain is not None:
                 # a structured record is read as the lines it stands for, each at the record's
                 # line number, and shown as the record itself: the line the file holds. Its

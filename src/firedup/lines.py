@@ -203,6 +203,19 @@ def parse(raw: str) -> Line:
     return Line(text, message, origin, _LEVELS.get(level, level), outer)
 
 
+def record_lines(text: str) -> list[str] | None:
+    """The lines a structured log record stands for (see from_json), also behind
+    a prefix a collector put before it (docker compose's service, kubectl's
+    timestamp), which each of them keeps. None when the text holds no record."""
+    if not text.rstrip().endswith("}"):
+        return None
+    start = text.find("{")
+    if start < 0 or (start and not parse(text).message.startswith("{")):
+        return None
+    plain = from_json(text[start:].rstrip())
+    return [text[:start] + piece for piece in plain] if plain is not None else None
+
+
 _DATED = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
 
 
