@@ -320,6 +320,18 @@ def test_a_ledger_that_cannot_be_written_is_refused_before_anything_starts(tmp_p
         assert [r["name"] for r in json.loads(kept.stdout)] == ["kept"], kept.stderr
 
 
+def test_a_ledger_path_that_is_a_folder_is_refused_in_one_line(tmp_path):
+    """FIREDUP_LEDGER=~/.local/share/firedup, without the file's name: every command that reads or writes
+    the ledger says so in one line, exit 2, and makes nothing there."""
+    log = tmp_path / "ready.log"
+    log.write_text("[2025-04-09 05:05:21] The server is fired up and ready to roll!\n")
+    for args in (["runs"], ["show", "1"], ["diff", "1", "2"], ["compare", "1", "2"], ["diagnose", "--record", str(log)]):
+        proc = run_cli(*args, "--ledger", str(tmp_path))
+        assert proc.returncode == 2 and proc.stderr.decode() == (
+            f"firedup: the ledger {tmp_path} is a folder: give the ledger's file (e.g. {tmp_path / 'ledger.db'})\n"), args
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ready.log"]
+
+
 def test_a_ledger_in_a_read_only_folder_is_read_and_a_write_to_it_refused_in_one_line(tmp_path):
     """SQLite cannot make the -wal and -shm files beside it: runs, show, diff and compare read it all
     the same (read-only, or as immutable when no -wal file holds runs the main file lacks); a writer is

@@ -91,6 +91,9 @@ class Ledger:
         self.unrecorded: list[str] = []  # writes that failed after it opened (a full disk), as their errors
         if read_only and not self.path.exists():
             raise LedgerError(f"there is no ledger at {self.path}: nothing was recorded there")
+        if self.path.is_dir():
+            raise LedgerError(f"the ledger {self.path} is a folder: give the ledger's file "
+                              f"(e.g. {self.path / 'ledger.db'})")
         try:
             if not read_only:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,7 +104,8 @@ class Ledger:
                 # a read opens it read-only all the same, a write is refused below
                 if not read_only or e.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY):
                     raise
-                self.db.close()
+                if hasattr(self, "db"):  # not when SQLite could not open the file at all
+                    self.db.close()
                 self._connect_read_only()
             if not read_only:
                 self._check_writable()
