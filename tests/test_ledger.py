@@ -325,10 +325,11 @@ def test_a_ledger_path_that_is_a_folder_is_refused_in_one_line(tmp_path):
     the ledger says so in one line, exit 2, and makes nothing there."""
     log = tmp_path / "ready.log"
     log.write_text("[2025-04-09 05:05:21] The server is fired up and ready to roll!\n")
-    for args in (["runs"], ["show", "1"], ["diff", "1", "2"], ["compare", "1", "2"], ["diagnose", "--record", str(log)]):
+    said = f"firedup: the ledger {tmp_path} is a folder: give the ledger's file (e.g. {tmp_path / 'ledger.db'})\n"
+    commands = (["runs"], ["show", "1"], ["diff", "1", "2"], ["compare", "1", "2"], ["diagnose", "--record", str(log)])
+    for args in commands:
         proc = run_cli(*args, "--ledger", str(tmp_path))
-        assert proc.returncode == 2 and proc.stderr.decode() == (
-            f"firedup: the ledger {tmp_path} is a folder: give the ledger's file (e.g. {tmp_path / 'ledger.db'})\n"), args
+        assert proc.returncode == 2 and proc.stderr.decode() == said, args
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ready.log"]
 
 

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from firedup._exceptions import SSHError
 from firedup._launch import start_remote, stop_remote
 from firedup.ledger.store import Ledger
 from firedup.sources.ssh import Host, RemoteSource
@@ -275,3 +276,55 @@ def test_remote_writer_is_found_and_its_exit_decides(tmp_path):
     writers = [fields for _, name, fields in recorder.events if name == "writer"]
     assert writers == [{"pid": server.pid, "command": "sleep 600"}]
     assert verdict.outcome == "failed" and verdict.exit_code is not None
+
+
+def test_a_host_that_refuses_is_one_line_at_once():
+    """Nothing listens on the port: no stall window waited out, no verdict on a server never reached."""
+    port = free_port()
+    started = time.monotonic()
+    proc = run_cli("watch", f"ssh://testhost:{port}/var/log/x.log", "--stall", "60")
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"firedup: cannot reach testhost:{port} (ssh: connect to host 127.0.0.1 port {port}"), err
+    assert time.monotonic() - started < 20
+
+
+def test_a_remote_pid_that_does_not_exist_is_bad_input_not_a_failed_server(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(ARGS)
+    beyond = 2 ** 22 + 1  # above Linux's largest pid_max
+    proc = run_cli("watch", f"ssh://testhost{log}", "--pid", str(beyond), "--stall", "60")
+    assert proc.returncode == 2 and proc.stderr.decode() == f"firedup: no process {beyond} on this host\n"
+
+
+def test_a_remote_launch_of_a_command_that_cannot_start_is_one_line_and_leaves_nothing_to_stop():
+    proc = run_cli("launch", "--host", "testhost", "--name", "nocommand", "--stall", "60", "--",
+                   "/nonexistent/bin/server", "--port", str(free_port()))
+    assert proc.returncode == 2 and proc.stderr.decode() == (
+        "firedup: cannot start /nonexistent/bin/server on this host: No such file or directory\n")
+    assert b"nocommand" not in run_cli("ps", "--all").stdout
+
+
+def test_a_host_lost_for_the_whole_stall_window_is_no_verdict_on_the_server(tmp_path, monkeypatch):
+    """The server is fine; the host went out of reach mid-watch and stayed so: not `stalled`."""
+    (tmp_path / "sshd").mkdir()
+    own = Sshd(tmp_path / "sshd").start()  # this test's own, to take down
+    monkeypatch.setenv("FIREDUP_SSH_ARGS", f"-F {own.config}")
+    log = tmp_path / "server.log"
+    log.write_text(ARGS)
+    source = RemoteSource(Host.parse("testhost"), str(log))
+    watch = Watch(remote=source, stall=3)
+
+    def take_down():
+        for child in own.children():  # the connection, then the daemon: no reconnecting
+            os.kill(child, 9)
+        own.stop()
+
+    threading.Timer(1.0, take_down).start()
+    try:
+        with pytest.raises(SSHError, match=r"^lost the connection to testhost \d+ s ago and could not reconnect "
+                                           r"\(ssh: .*\): no verdict on the server$"):
+            watch.run()
+    finally:
+        source.close()
+        own.stop()

@@ -3,6 +3,7 @@ stop or hand it over accordingly."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shlex
@@ -221,9 +222,9 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
     keep_previous(log_path)  # each start on a fresh log; the one before is NAME.1.log
     try:
         popen = process.start(argv, log_path, env=env)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, PermissionError) as e:  # not there, or not executable
         # NAME=VALUE CMD is a shell's way; firedup starts the command itself, with no shell
-        hint = f" (to set a variable: env {argv[0]} CMD ...)" if "=" in argv[0] else ""
+        hint = f" (to set a variable: env {argv[0]} CMD ...)" if "=" in argv[0] and e.errno == errno.ENOENT else ""
         raise InputError(f"cannot start {argv[0]}: {e.strerror}{hint}") from None
     snapshot = _Background(environment.snapshot, argv, env if env is not None else os.environ)
     try:
@@ -295,6 +296,11 @@ def start_remote(host: ssh.Host, argv: Sequence[str], *, name: str | None = None
         raise
     run = registry.Record(name=name, pid=remote.pid or 0, argv=argv, log=log, url=url, server=family,
                    started=time.time(), created=0.0, host=str(host))
+    if remote.pid is None:  # the agent never said it started the server: there is nothing to stop
+        remote.close()
+        if memory is not None:
+            verdict = memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}", environment=None)
+        return Launched(run, None, verdict, f"nothing was started on {host}")
     run.save()
     if memory is not None:
         verdict = memory.remember(verdict, kind="launch", name=name, log=f"ssh://{host}/{log}",

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, BinaryIO
 
-from ._exceptions import InputError
+from ._exceptions import InputError, SSHError
 from .defaults import CONFIRM, GRACE, IDLE, QUIET, SETTLE, STALL
 from .engine import Engine
 from .judge import Judge, Verdict
@@ -181,6 +181,12 @@ class Watch:
                 if verdict is None and not (self.follower or self.stream or self.exit_watch or self.remote):
                     verdict = self._input_ended(now)
                 if verdict is not None:
+                    lost = self.remote.lost_since if isinstance(self.remote, RemoteSource) else None
+                    if verdict.outcome == "stalled" and lost is not None:
+                        # silence because the host went out of reach, not because the server stalled
+                        assert isinstance(self.remote, RemoteSource)
+                        raise SSHError(f"lost the connection to {self.remote.host} {now - lost:.0f} s ago and could "
+                                       f"not reconnect (ssh: {self.remote.lost_why}): no verdict on the server")
                     if verdict.outcome == "stalled" and self.sampler is not None:  # a process is known
                         verdict = replace(verdict, stacks=stack_dump(self.sampler.sample()))
                         if self.sampler.stopped():

@@ -270,10 +270,18 @@ def main(encoded: str) -> int:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         keep_previous(path)  # as a local launch: a fresh log, the one before is NAME.1.log
         with open(path, "ab") as log:
-            child = subprocess.Popen(args["launch"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True, cwd=os.path.expanduser("~"))
+            try:
+                child = subprocess.Popen(args["launch"], stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         cwd=os.path.expanduser("~"))
+            except OSError as e:  # not found, not executable: trying again will not help
+                emit("E", f"cannot start {args['launch'][0]} on this host: {e.strerror}")
+                return 2
         pid = child.pid
         emit("S", str(pid))
+    elif pid and args.get("first") and ended(pid, None) is not None:  # a mistyped --pid (later: it ended)
+        emit("E", f"no process {pid} on this host")
+        return 2
     tail = Tail(path, args.get("offset", 0), args.get("inode"))
     last_sample, last_probe, last_beat, empty, missing = 0.0, 0.0, 0.0, False, False
     exit_code = None

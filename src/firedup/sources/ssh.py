@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 from .._exceptions import InputError, SSHError
 
 BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+# Seconds ssh waits for a host to answer (a black-holed address would wait for TCP's own timeout)
+CONNECT_TIMEOUT = 10
 # Extra arguments for every ssh call (e.g. "-F /path/config"), as docs/contract.md names it.
 SSH_ARGS_ENV = "FIREDUP_SSH_ARGS"
 REMOTE_STATE = "~/.local/state/firedup"
@@ -71,7 +73,8 @@ def parse_target(target: str) -> tuple[Host, str] | None:
 
 def ssh_command(host: Host, remote: list[str], extra: Sequence[str] = ()) -> list[str]:
     argv = ["ssh", *shlex.split(os.environ.get(SSH_ARGS_ENV, "")), *extra,
-            "-o", "BatchMode=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
+            "-o", "BatchMode=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+            "-o", f"ConnectTimeout={CONNECT_TIMEOUT}"]  # ssh keeps the first value: the user's own wins
     if host.port:
         argv += ["-p", str(host.port)]
     argv += [f"{host.user}@{host.host}" if host.user else host.host, "--"]
@@ -156,6 +159,9 @@ def _classify(stderr: str, host: Host) -> str | None:
         return f"host key of {host} not trusted: check ~/.ssh/known_hosts (ssh: {text.splitlines()[-1]})"
     if re.search(r"python3: (?:command )?not found|No such file or directory.*python3", text):
         return f"{host} has no python3 on its PATH: firedup's remote side needs it"
+    if re.search(r"Connection refused|Connection timed out|Operation timed out|No route to host|"
+                 r"Network is unreachable|Connection closed by \S+ port \d+$", text):
+        return f"cannot reach {host} (ssh: {text.splitlines()[-1].removeprefix('ssh: ')})"
     return None
 
 
@@ -186,13 +192,16 @@ class RemoteSource:
         self._attempt = 0
         self._received_any = False
         self._waiting = False
+        # since when the connection is down and not back (and ssh's last word on it)
+        self.lost_since: float | None = None
+        self.lost_why = ""
         self.connect()
 
     # -- the connection -------------------------------------------------------
 
     def _args(self) -> dict[str, Any]:
         args: dict[str, Any] = {"path": self.path, "offset": self.offset, "inode": self.inode, "pid": self.pid,
-                                "url": self.url, "port_check": self.port_check}
+                                "url": self.url, "port_check": self.port_check, "first": not self._received_any}
         if self.launch and self.pid is None:
             args["launch"] = self.launch
             if self.snapshot:
@@ -270,13 +279,17 @@ class RemoteSource:
                 delay = BACKOFF[min(self._attempt, len(BACKOFF) - 1)]
                 self._attempt += 1
                 self._retry_at = now + delay
-                out.append(("disconnected", stderr.strip().splitlines()[-1:] or ["connection closed"]))
+                why = (stderr.strip().splitlines() or ["connection closed"])[-1]
+                self.lost_since = now if self.lost_since is None else self.lost_since
+                self.lost_why = why
+                out.append(("disconnected", why))
         return out
 
     def _record(self, line: bytes, out: list) -> None:
         kind, _, payload = line.partition(b" ")
         self._received_any = True
         self._attempt = 0
+        self.lost_since = None
         if kind == b"L":
             data = base64.b64decode(payload)
             self.offset += len(data)
