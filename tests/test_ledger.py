@@ -184,6 +184,16 @@ def test_an_env_prefix_is_the_runs_environment_not_its_arguments(monkeypatch):
         assert history.diff(plain, other) == [{"section": "env", "key": "OMP_NUM_THREADS", "a": None, "b": "1"}]
 
 
+def test_diff_of_two_benchmarks_names_what_their_workloads_asked():
+    """compare refuses runs of different workloads; diff says what differs between them."""
+    def bench(output_len):
+        return {"command": [], "server": "llamacpp", "version": None, "config": {}, "phases": {},
+                "environment": {}, "workload": {"input_len": 64, "output_len": output_len, "concurrency": 1}}
+
+    assert history.diff(bench(64), bench(64)) == []
+    assert history.diff(bench(64), bench(32)) == [{"section": "workload", "key": "output_len", "a": 64, "b": 32}]
+
+
 def test_a_shells_variable_assignment_before_the_command_is_refused_with_the_way_to_set_it():
     proc = run_cli("launch", "--", "OMP_NUM_THREADS=1", sys.executable, "-c", "x")
     assert proc.returncode == 2 and proc.stderr.decode() == (

@@ -293,6 +293,21 @@ def test_silent_but_working_is_not_a_stall(tmp_path):
             os.killpg(launched.pgid, 9)
 
 
+def test_the_access_lines_of_health_checks_are_no_progress(tmp_path):
+    """An HTTP server that is up but never healthy (a warm-up that hangs, a front end up before its
+    shards), probed by firedup every half second: each probe's access line (here Python's
+    http.server's 404s) is the server echoing the probe, not start-up going on, so the stall window
+    runs out."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [sys.executable, "-u", "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+    launched = start_and_watch(argv, url=f"http://127.0.0.1:{port}", stall=3, kill_on_stall=True)
+    assert launched.verdict.outcome == "stalled" and launched.verdict.elapsed < 10, launched.verdict
+    echoed = [line for line in open(launched.record.log) if '"GET /' in line]
+    assert len(echoed) >= 4 and all('HTTP/1.1" 404' in line for line in echoed), echoed
+
+
 def test_launch_timeout_stops_the_server(tmp_path):
     body = "for i in range(100):\n    print(f'still loading {i}', flush=True)\n    time.sleep(0.2)\n"
     launched = start_and_watch(script(tmp_path, body), stall=5, timeout=1.5)

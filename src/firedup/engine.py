@@ -51,6 +51,13 @@ _PYDANTIC_ERROR = re.compile(r"\s*(?:Value error|Assertion failed|Input should b
 _CONTINUATION = re.compile(r"\s|[\]\)\}]+[,;]?\s*$|$")
 # How far back the last line that said something is looked for.
 SAID_LINES = 200
+# A health check's request logged by the server (firedup's own probes, a load
+# balancer's, Kubernetes'): the same every few seconds whatever the server is
+# doing, so no sign of progress. Uvicorn's and Python's http.server's access
+# lines (and http.server's "code 404, message ..." before them), llama-server's.
+_PROBE_ECHO = re.compile(rb'"(?:GET|HEAD) /(?:health\w*|v1/health/\w+|v1/models|models|get_model_info|metrics|ping|'
+                         rb'ready|live|props)\b[^"]*" \d{3}\b|\bcode \d{3}, message |request: (?:GET|HEAD) '
+                         rb'/(?:health|v1/models|models|metrics|props|slots)\b')
 # A batch of lines longer than this is not checked for repeating the line before it.
 REPEAT_LINES = 20
 # A log pasted indented as a whole (a markdown code block): the indent of its
@@ -196,7 +203,7 @@ class Engine:
         before = self.scanner.lines
         heartbeats = 0
         for lineno, segment, tags in segments:
-            heartbeats += self._line(lineno, segment, tags, out)
+            heartbeats += self._line(lineno, segment, tags, out) or bool(_PROBE_ECHO.search(segment))
         new = self.scanner.lines - before
         if new and self.scanner.last is not None:
             lineno, raw = self.scanner.last

@@ -94,8 +94,9 @@ def _started(run: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
 
 
 def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
-    """What differs from run a to run b: configuration, packages, driver and
-    GPUs, steering environment variables, phase durations."""
+    """What differs from run a to run b: configuration, the workload of two
+    benchmarks, packages, driver and GPUs, steering environment variables,
+    phase durations."""
     out = []
 
     def compare(section: str, old: dict, new: dict) -> None:
@@ -110,6 +111,8 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     compare("server", {"server": a["server"], "version": a["version"]},
             {"server": b["server"], "version": b["version"]})
     compare("config", a["config"], b["config"])
+    if a.get("workload") and b.get("workload"):  # two benchmarks: what each asked of the server
+        compare("workload", a["workload"], b["workload"])
     ea, eb = a.get("environment") or {}, b.get("environment") or {}
     if ea and eb:
         compare("packages", ea.get("packages", {}), eb.get("packages", {}))
