@@ -636,7 +636,7 @@ def test_compare_refuses_a_run_named_twice_and_says_unset_for_what_a_run_did_not
     text = run_cli("compare", "--force", str(a), str(b)).stdout.decode()
     assert "None" not in text and "  →" not in text, text
     assert (f"changed from run {a} to run {b}: args unset → python -m llama_cpp.server; server unset → llamacpp; "
-            "n_ctx unset → 1024; snapshot missing → taken") in text, text
+            "n_ctx unset → 1024; input_len 256 → 512; snapshot missing → taken") in text, text  # --force: workloads too
     assert "0 metrics tested" not in text
     assert (f"run {b}: no metric could be tested (one repeat on a side has no noise to test against: --repeat K), "
             "so no change is called") in text, text
