@@ -184,6 +184,12 @@ def test_an_env_prefix_is_the_runs_environment_not_its_arguments(monkeypatch):
         assert history.diff(plain, other) == [{"section": "env", "key": "OMP_NUM_THREADS", "a": None, "b": "1"}]
 
 
+def test_diff_of_a_run_with_itself_is_refused():
+    proc = run_cli("diff", "3", "3")
+    assert proc.returncode == 2 and proc.stderr.decode() == (
+        "firedup: run 3 is named twice: diff says what changed between two runs\n")
+
+
 def test_diff_of_two_benchmarks_names_what_their_workloads_asked():
     """compare refuses runs of different workloads; diff says what differs between them."""
     def bench(output_len):

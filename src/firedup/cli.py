@@ -203,6 +203,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    if args.a == args.b:
+        raise InputError(f"run {args.a} is named twice: diff says what changed between two runs")
     ledger = Ledger(args.ledger, read_only=True)
     changes = history.diff(ledger.run(args.a), ledger.run(args.b))
     if args.json:
