@@ -4,6 +4,7 @@ servers; the real servers are in test_servers.py)."""
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -306,6 +307,41 @@ def test_the_access_lines_of_health_checks_are_no_progress(tmp_path):
     assert launched.verdict.outcome == "stalled" and launched.verdict.elapsed < 10, launched.verdict
     echoed = [line for line in open(launched.record.log) if '"GET /' in line]
     assert len(echoed) >= 4 and all('HTTP/1.1" 404' in line for line in echoed), echoed
+
+
+@pytest.mark.parametrize("watch_first", [False, True], ids=["restart-begun", "restart-not-yet-begun"])
+def test_a_ready_run_killed_without_a_word_is_not_the_verdict_of_the_restart_appended_to_its_log(tmp_path,
+                                                                                                  watch_first):
+    """transformers serve ready, then SIGKILLed (no shutdown line), restarted with `>>` onto a truncated
+    checkpoint: the log's writer is the new server, and nothing listens on the port the old run's ready
+    line names, so that ready run is over and the run being written decides. Its "Loading" line begins
+    a new run whether it is already in the log when the watch starts or comes later."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    old = (FIXTURES / "captured" / "tf-ready.log").read_text()
+    old = old[:old.index("\n", old.index("Uvicorn running on")) + 1]
+    log = tmp_path / "server.log"
+    log.write_text(re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", old))
+    new = tmp_path / "restart.txt"
+    new.write_text((FIXTURES / "captured" / "tf-truncated-shard.log").read_text())
+    server = tmp_path / "transformers"  # its command line reads as transformers serve's
+    server.write_text("import sys, time\nlines = open(sys.argv[2]).readlines()\ntime.sleep(float(sys.argv[3]))\n"
+                      "sys.stdout.write(lines[0])\nsys.stdout.flush()\ntime.sleep(4)\n"
+                      "sys.stdout.writelines(lines[1:])\nsys.exit(1)\n")
+    with open(log, "ab") as out:
+        restart = subprocess.Popen([sys.executable, "-u", str(server), "serve", str(new), "2" if watch_first else "0"],
+                                   stdout=out, stderr=subprocess.STDOUT)
+    try:
+        if not watch_first:
+            while "models-broken" not in log.read_text():
+                time.sleep(0.05)
+        proc = run_cli("watch", "--json", "--stall", "30", str(log))
+        verdict = json.loads(proc.stdout.splitlines()[-1])
+        assert (proc.returncode, verdict["outcome"], verdict["cause"]) == (1, "failed", "corrupt_checkpoint"), verdict
+    finally:
+        restart.kill()
+        restart.wait()
 
 
 def test_launch_timeout_stops_the_server(tmp_path):

@@ -9,6 +9,7 @@ let the judge's deadlines pass."""
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import shutil
 import stat
@@ -42,6 +43,10 @@ NO_WRITER = ("no process has the log open for writing (or none this user can see
 
 STOPPED_NOTE = ("its processes are stopped (state T: a SIGSTOP, Ctrl-Z in its terminal, a debugger): it goes on "
                 "only once they are sent SIGCONT")
+
+
+# The port a ready line names: uvicorn's "running on http://127.0.0.1:30000", llama-server's "listening on ...".
+_PORT_IN_READY = re.compile(r"https?://[^\s/]*:(\d{2,5})\b")
 
 
 class Watch:
@@ -255,6 +260,20 @@ class Watch:
         if scanned is None:
             self._emit(now - self.started, "writer", pid=None, note=NO_WRITER)
 
+    def _ready_run_gone(self, s: Signal) -> bool:
+        """Whether a ready line names a port nobody listens on while the log's
+        writer, found on this machine, is a server itself: the line is an
+        earlier run's, whose server is gone. Not for a writer that relays
+        another machine's log (kubectl logs -f, docker logs -f, tee): its
+        server's port is not this machine's to see."""
+        if self.exit_watch is None or self.remote is not None:
+            return False
+        port = _PORT_IN_READY.search(s.line)
+        command = owners.command_of(self.exit_watch.pid) or ""
+        if port is None or self.ruleset.detect_command(command.split()) is None:
+            return False
+        return not owners.listening_inodes(int(port.group(1)), seen_by=self.exit_watch.pid)
+
     def _data(self, data: bytes, now: float) -> None:
         self._last_data = now
         self._idle = False
@@ -397,6 +416,10 @@ class Watch:
         t = now - self.started
         for s in signals:
             self.judge.feed(s, now)
+            if s.kind == "ready" and self._ready_run_gone(s):
+                # an earlier run's ready, in the backlog of a log a restart appends to: that
+                # server was killed without a word (SIGKILL, OOM); the run being written decides
+                self.judge.ended = self.judge.ended or s
             if s.kind == "lines":
                 self._last_line = s.line
             elif s.kind == "config":

@@ -126,11 +126,13 @@ def _reaches(listening: ipaddress.IPv4Address | ipaddress.IPv6Address, address: 
     return target.is_unspecified or listening == target
 
 
-def listening_inodes(port: int, address: str | None = None) -> set[str]:
+def listening_inodes(port: int, address: str | None = None, seen_by: int | None = None) -> set[str]:
     """The inodes of the sockets listening on TCP ``port`` (on ``address`` or a
-    wildcard, when given): cheap, two /proc tables."""
+    wildcard, when given): cheap, two /proc tables; those of process ``seen_by``'s
+    network namespace when given (a server in a container)."""
     inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    where = f"/proc/{seen_by}/net" if seen_by else "/proc/net"
+    for table in (f"{where}/tcp", f"{where}/tcp6"):
         try:
             with open(table) as f:
                 next(f, None)
