@@ -176,6 +176,9 @@ def test_a_log_that_never_appears_says_so(tmp_path):
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert {"t": 0.0, "event": "waiting", "log": str(log)} in events  # said at once, not only at the verdict
     assert events[-1]["outcome"] == "stalled" and "never appeared" in events[-1]["notes"][0]
+    # nothing was read: the explanation is about the path, not a server's imports or locks
+    assert events[-1]["explanation"].startswith("No log appeared at the path watched"), events[-1]
+    assert "py-spy" not in events[-1]["remedy"]
     plain = run_cli("watch", "--stall", "1", str(log)).stdout.decode()
     assert f"waiting: {log} does not exist yet" in plain and "None" not in plain
     # a log that is there is followed at once, with no such word

@@ -37,6 +37,10 @@ from .sources.ssh import RemoteSource, TailSource
 SAMPLE_EVERY = 1.0
 POLL = 0.25  # the longest sleep: deadlines and polling fallback
 STACK_DUMP_TIMEOUT = 20
+NEVER_APPEARED = ("No log appeared at the path watched within the stall window, so nothing is known of a server: "
+                  "it was not started, writes elsewhere, or the path is mistyped.")
+NEVER_APPEARED_REMEDY = ("Check the path (the server's redirection or --log-file, its folder) and that the server "
+                         "runs (ps); then watch again, or start it with firedup launch.")
 NO_WRITER = ("no process has the log open for writing (or none this user can see): the verdict comes from the log "
              "alone; an exception followed by silence is failed")
 
@@ -198,6 +202,9 @@ class Watch:
                             verdict = replace(verdict, notes=[*verdict.notes, STOPPED_NOTE])
                     if self.follower is not None and not self.follower.exists or self._remote_missing:
                         verdict = replace(verdict, notes=[*verdict.notes, f"the log {self.log_name} never appeared"])
+                        if verdict.outcome == "stalled" and self.judge.last_line is None:
+                            # nothing was read: no server to say anything about, only a path
+                            verdict = replace(verdict, explanation=NEVER_APPEARED, remedy=NEVER_APPEARED_REMEDY)
                     return verdict
                 self._view(now)
                 for key, _ in sel.select(self._sleep(now)):
