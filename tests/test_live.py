@@ -152,6 +152,10 @@ def test_watch_usage_errors(tmp_path):
     for seconds in ("0", "-1", "nan", "soon"):  # NaN would be a deadline that never passes
         proc = run_cli("watch", "--stall", seconds, str(tmp_path / "x.log"))
         assert proc.returncode == 2 and "--stall" in proc.stderr.decode(), (seconds, proc.stderr)
+    for args, said in ((["--pid", str(os.getpid()), "a.log", "b.log"], "--pid goes with a single target"),
+                       (["-", "b.log"], "- (standard input) goes alone: it is one server's output")):
+        proc = run_cli("watch", *args)
+        assert proc.returncode == 2 and proc.stderr.decode() == f"firedup: {said}\n", proc.stderr
 
 
 @pytest.mark.parametrize("args, said", [

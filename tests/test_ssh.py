@@ -210,6 +210,20 @@ def test_two_targets_at_once_one_failing(tmp_path):
     assert verdicts[str(bad)]["cause"] in ("cuda_oom", "host_oom")
 
 
+def test_one_target_that_cannot_be_watched_hides_no_others_verdict(tmp_path):
+    """A node whose host refuses: its one line on stderr, exit 2, and the other target's verdict all the same
+    (with --all, the nodes are one server: then the one line alone)."""
+    ok = tmp_path / "node0.log"
+    ok.write_text(ARGS + READY)
+    dead = f"ssh://testhost:{free_port()}/var/log/x.log"
+    proc = run_cli("watch", "--json", str(ok), dead)
+    verdicts = [e for e in map(json.loads, proc.stdout.decode().splitlines()) if e.get("event") == "ready"]
+    assert proc.returncode == 2 and [v["target"] for v in verdicts] == [str(ok)]
+    assert proc.stderr.decode().startswith(f"firedup: {dead}: cannot reach testhost:") and proc.stderr.count(b"\n") == 1
+    together = run_cli("watch", "--json", "--all", str(ok), dead)
+    assert together.returncode == 2 and together.stderr.decode().startswith(f"firedup: {dead}: cannot reach")
+
+
 @need(TF)
 def test_remote_launch_of_the_tiny_model_server(sshd):
     port = free_port()

@@ -135,8 +135,10 @@ def watch_all(targets: Sequence[str], follow: Follow, sink: Sink, *, every: bool
     the first that is not ready decides. Each verdict goes to ``sink``, named."""
     if any(t.startswith("slurm://") for t in targets):
         raise InputError("slurm://JOBID goes alone: firedup follows every log of a job itself")
-    if follow.pid is not None or "-" in targets:
-        raise InputError("--pid and - (standard input) go with a single target")
+    if follow.pid is not None:
+        raise InputError("--pid goes with a single target")
+    if "-" in targets:
+        raise InputError("- (standard input) goes alone: it is one server's output")
     for target in targets:
         _probed_here(target, follow)
     cancel = threading.Event()
@@ -147,10 +149,11 @@ def watch_all(targets: Sequence[str], follow: Follow, sink: Sink, *, every: bool
     def one(target: str, watching: Watch) -> None:
         try:
             verdicts[target] = verdict = watching.run()
-        except FiredupError as e:
+        except FiredupError as e:  # this target cannot be watched (a host out of reach, a bad key)
             errors[target] = str(e)
             verdicts[target] = verdict = None
-            cancel.set()
+            if every:
+                cancel.set()  # nor, then, the server it is a node of
         finally:
             if watching.remote is not None:
                 watching.remote.close()
@@ -162,9 +165,11 @@ def watch_all(targets: Sequence[str], follow: Follow, sink: Sink, *, every: bool
         t.start()
     for t in threads:
         t.join()
+    overall = Overall({t: _remember(ledger, t, v) if v is not None else None for t, v in verdicts.items()})
+    if errors and every:
+        raise InputError("; ".join(f"{t}: {e}" for t, e in errors.items()))
+    for target, verdict in overall.decided.items():
+        sink.verdict(verdict, target=target)  # the others' verdicts stand: one unusable target hides none
     if errors:
         raise InputError("; ".join(f"{t}: {e}" for t, e in errors.items()))
-    overall = Overall({t: _remember(ledger, t, v) if v is not None else None for t, v in verdicts.items()})
-    for target, verdict in overall.decided.items():
-        sink.verdict(verdict, target=target)
     return overall
