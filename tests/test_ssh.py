@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -208,6 +209,21 @@ def test_two_targets_at_once_one_failing(tmp_path):
     assert overall["event"] == "overall" and overall["outcome"] == "failed" and overall["target"] == str(bad)
     verdicts = {e["target"]: e for e in events if e.get("event") in ("ready", "failed")}
     assert verdicts[str(bad)]["cause"] in ("cuda_oom", "host_oom")
+
+
+def test_a_log_under_the_remote_home_is_named_as_a_target_to_paste():
+    """launch --host writes its logs under ~/.local/state/firedup/logs: ssh://host/~/... watches such a log,
+    and the watch names it so (not ssh://host~/...)."""
+    home_log = Path.home() / ".cache" / f"firedup-test-{os.getpid()}.log"
+    home_log.parent.mkdir(parents=True, exist_ok=True)
+    home_log.write_text(ARGS + READY)
+    target = f"ssh://testhost/~/{home_log.relative_to(Path.home())}"
+    try:
+        proc = run_cli("watch", "--json", target)
+    finally:
+        home_log.unlink()
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0 and events[0]["log"] == target and events[-1]["outcome"] == "ready", events
 
 
 def test_one_target_that_cannot_be_watched_hides_no_others_verdict(tmp_path):

@@ -99,7 +99,9 @@ class Watch:
         self._remote_ran: set[str] = set()  # the commands the remote tree has run (procstat.working)
         self.environment: dict[str, Any] | None = None  # a remote host's, when its agent sends it
         self.follower = FileFollower(log, offset) if log else None
-        self.log_name = log or (f"ssh://{remote.host}{remote.path}" if remote else "-")
+        # a path under the remote home (~/...) as a target to paste: ssh://host/~/...
+        home = "/" if remote and remote.path.startswith("~") else ""
+        self.log_name = log or (f"ssh://{remote.host}{home}{remote.path}" if remote else "-")
         # the remote agent found no log, and none has appeared since (hub mode does not say)
         self._remote_missing = False
         self.stream = stream

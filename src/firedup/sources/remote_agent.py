@@ -254,7 +254,7 @@ def main(encoded: str) -> int:
     if args.get("stop"):
         print(stop_group(args["stop"], args["grace"]), flush=True)
         return 0
-    path = args.get("path")
+    path = os.path.expanduser(args["path"])  # ~/...: launch --host's logs
     pid, child = args.get("pid"), None
     if args.get("snapshot"):
         emit("V", json.dumps(snapshot(args["snapshot"])))
@@ -266,7 +266,6 @@ def main(encoded: str) -> int:
             emit("B", json.dumps({"port": port, "holders": [h.describe() for h in holders]}))
             return 0
         before = {h.inode for h in holders}
-        path = os.path.expanduser(path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         keep_previous(path)  # as a local launch: a fresh log, the one before is NAME.1.log
         with open(path, "ab") as log:

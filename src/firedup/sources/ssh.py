@@ -61,14 +61,16 @@ class Host:
 
 
 def parse_target(target: str) -> tuple[Host, str] | None:
-    """``ssh://[user@]host[:port]/abs/path`` → (host, path); None for a local target."""
+    """``ssh://[user@]host[:port]/abs/path`` (or ``/~/path``, under the remote home) → (host, path);
+    None for a local target."""
     if not target.startswith("ssh://"):
         return None
     parts = urlsplit(target)
     if not parts.hostname or not parts.path or parts.path == "/":
         raise InputError(f"not a remote log: {target!r} (expected ssh://[user@]host[:port]/abs/path)")
     netloc = parts.netloc
-    return Host.parse(netloc), parts.path
+    # ssh://host/~/logs/x.log: a path under the remote user's home, as launch --host writes its logs
+    return Host.parse(netloc), parts.path[1:] if parts.path.startswith("/~/") else parts.path
 
 
 def ssh_command(host: Host, remote: list[str], extra: Sequence[str] = ()) -> list[str]:
