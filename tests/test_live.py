@@ -330,7 +330,7 @@ def test_a_ready_run_killed_without_a_word_is_not_the_verdict_of_the_restart_app
     new = tmp_path / "restart.txt"
     new.write_text((FIXTURES / "captured" / "tf-truncated-shard.log").read_text())
     server = tmp_path / "transformers"  # its command line reads as transformers serve's
-    server.write_text("import sys, time\nlines = open(sys.argv[2]).readlines()\ntime.sleep(float(sys.argv[3]))\n"
+    server.write_text("import sys, time\nlines = open(sys.argv[-2]).readlines()\ntime.sleep(float(sys.argv[-1]))\n"
                       "sys.stdout.write(lines[0])\nsys.stdout.flush()\ntime.sleep(4)\n"
                       "sys.stdout.writelines(lines[1:])\nsys.exit(1)\n")
     with open(log, "ab") as out:
@@ -346,6 +346,34 @@ def test_a_ready_run_killed_without_a_word_is_not_the_verdict_of_the_restart_app
     finally:
         restart.kill()
         restart.wait()
+
+
+def test_a_server_run_elsewhere_through_srun_is_ready_by_its_line_though_its_port_is_not_here(tmp_path):
+    """srun transformers serve ... > log on a login node: the writer is srun, the server listens on a
+    compute node, so no socket here holds the port its ready line names. That line is not an ended run's."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ready = (FIXTURES / "captured" / "tf-ready.log").read_text()
+    ready = ready[:ready.index("\n", ready.index("Uvicorn running on")) + 1]
+    ready = re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", ready)
+    lines = tmp_path / "server.txt"
+    lines.write_text(ready)
+    relay = tmp_path / "srun"  # its command line reads as srun transformers serve ...
+    relay.write_text("import sys, time\nsys.stdout.write(open(sys.argv[-1]).read())\nsys.stdout.flush()\n"
+                     "time.sleep(30)\n")
+    log = tmp_path / "server.log"
+    with open(log, "wb") as out:
+        srun = subprocess.Popen([sys.executable, "-u", str(relay), "transformers", "serve", str(lines)], stdout=out)
+    try:
+        while "Uvicorn running on" not in log.read_text():
+            time.sleep(0.05)
+        proc = run_cli("watch", "--json", "--stall", "5", str(log))
+        verdict = json.loads(proc.stdout.splitlines()[-1])
+        assert (proc.returncode, verdict["outcome"]) == (0, "ready"), verdict
+    finally:
+        srun.kill()
+        srun.wait()
 
 
 def test_launch_timeout_stops_the_server(tmp_path):

@@ -49,6 +49,9 @@ STOPPED_NOTE = ("its processes are stopped (state T: a SIGSTOP, Ctrl-Z in its te
                 "only once they are sent SIGCONT")
 
 
+# Commands that run a server elsewhere (another node, a container's network) and
+# relay its output: the port its ready line names is not this machine's to check.
+_RELAYS = {"srun", "salloc", "mpirun", "mpiexec", "ssh", "docker", "podman", "nerdctl", "kubectl", "oc"}
 # The port a ready line names: uvicorn's "running on http://127.0.0.1:30000", llama-server's "listening on ...".
 _PORT_IN_READY = re.compile(r"https?://[^\s/]*:(\d{2,5})\b")
 
@@ -273,13 +276,14 @@ class Watch:
         """Whether a ready line names a port nobody listens on while the log's
         writer, found on this machine, is a server itself: the line is an
         earlier run's, whose server is gone. Not for a writer that relays
-        another machine's log (kubectl logs -f, docker logs -f, tee): its
-        server's port is not this machine's to see."""
+        another machine's or container's output (srun, ssh, docker run, kubectl
+        logs -f, tee): its server's port is not this machine's to see."""
         if self.exit_watch is None or self.remote is not None:
             return False
         port = _PORT_IN_READY.search(s.line)
-        command = owners.command_of(self.exit_watch.pid) or ""
-        if port is None or self.ruleset.detect_command(command.split()) is None:
+        argv = (owners.command_of(self.exit_watch.pid) or "").split()
+        if port is None or self.ruleset.detect_command(argv) is None \
+                or any(os.path.basename(word) in _RELAYS for word in argv):  # (a stray word: the check is skipped)
             return False
         return not owners.listening_inodes(int(port.group(1)), seen_by=self.exit_watch.pid)
 
