@@ -212,6 +212,24 @@ def test_a_wrapper_whose_root_cause_is_cut_off_says_so():
     assert "not in this log" in verdict.explanation
 
 
+def test_an_engine_that_died_without_a_word_in_a_whole_log_is_worker_died():
+    """The log holds the engine's start and no error of its own: the API
+    server's "Failed core proc(s)" is the engine process dying (killed, or a
+    native crash), not an error cut off above the window."""
+    engine = ("(EngineCore_DP0 pid=7) INFO 10-01 22:24:58 [core.py:77] Initializing a V1 LLM engine (v0.10.2) "
+              "with config: model='m'\n"
+              "(EngineCore_DP0 pid=7) INFO 10-01 22:25:01 [default_loader.py:267] Loading weights took 3.1 seconds\n")
+    log = VLLM + engine + tb("RuntimeError: Engine core initialization failed. See root cause above. "
+                             "Failed core proc(s): {}", "(APIServer pid=336) ")
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert verdict.cause == "worker_died" and "Failed core proc(s)" in verdict.evidence["line"]
+    with_error = VLLM + engine + tb("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+                                    "(EngineCore_DP0 pid=7) ") + tb(
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        "(APIServer pid=336) ")
+    assert diagnose(io.BytesIO(with_error.encode())).cause == "cuda_oom"
+
+
 def test_gloo_peers_closing_after_a_rank_died_is_that_ranks_error():
     """A rank that dies closes its Gloo connections: the others' "Connection
     closed by peer" follow from its own error; alone, they are the cause."""

@@ -13,7 +13,11 @@ def _read_as(rule, engine, example):
     """The rules that read an example: for a frame rule, the rule naming the
     cause of the example traceback's exception; for a cause rule also the
     rule naming the cause of an example traceback's exception (a bare
-    AssertionError read with its assert statement)."""
+    AssertionError read with its assert statement). A rule that reads only
+    after another rule's line gets that line first."""
+    if rule.after is not None and rule.kind != "ready":
+        first = next(r for r in ALL_RULES if r.id == rule.after[0])
+        engine.feed(first.examples[0].encode() + b"\n")
     signals = engine.feed(example.encode() + b"\n") + engine.close()
     explained = [s.cause_rule.id for s in signals if s.kind == "exception" and s.cause_rule is not None]
     if rule.frame is not None:

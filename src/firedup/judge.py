@@ -1268,8 +1268,9 @@ class Judge:
         # failed to import ("Failed to import from vllm._core_C", then "class '_core_C.ScalarType'");
         # a consequence naming a library is explained only by a line naming it
         library = self._library_of(best)
+        # a frame of a crash's stack says where a native crash died, not what an error line meant (_died_in)
         causes = [c for c in self.causes
-                  if not _handled_exception(c.line)
+                  if not _handled_exception(c.line) and not (c.cause_rule is not None and c.cause_rule.stack)
                   and (library <= set(_TOKEN.split(c.line)) if library else
                        not (c.cause in ("missing_module", "missing_shared_lib") and not _names_import(best, c)
                             and (parse(c.line).level in _HANDLED_LEVELS or best.lineno - c.lineno > BURST_LINES)))]

@@ -105,7 +105,8 @@ class Rule:
     # survives. A window of nothing else is a server that takes requests.
     request: bool = False
     # A ready line that means ready only once a line of one of these rules was read (llama.cpp's
-    # "model loaded" after its early socket); before it, the listening line follows.
+    # "model loaded" after its early socket); before it, the listening line follows. Another
+    # rule with it reads lines only after such a line (the engine's own start: its death is then in the log).
     after: tuple[str, ...] | None = None
     gated: bool = True  # read only once the log's family is known to be the rule's
     frame: re.Pattern | None = None  # the innermost frame of the exception's traceback (cause rules only)
@@ -184,8 +185,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             raise RuleError(f"{where}: only a cause rule reads frames")
         after = raw.get("after")
         after = (after,) if isinstance(after, str) else tuple(after) if after is not None else None
-        if after is not None and (kind != "ready" or not set(after) <= {r.get("id") for r in data.get("rule", [])}):
-            raise RuleError(f"{where}: only a ready rule waits for another, and it must be a rule of this pack")
+        if after is not None and not set(after) <= {r.get("id") for r in data.get("rule", [])}:
+            raise RuleError(f"{where}: a rule waits only for rules of its own pack")
         examples = tuple(raw.get("examples", ()))
         if not examples:
             raise RuleError(f"{where}: every rule needs at least one example line")
