@@ -30,8 +30,8 @@ message left outside:
     python benchmarks/generalization.py --rules-from 981af22 --rules-from WORKTREE --set all --tails 2000
 
 With --pasted, each log is dressed as it reaches a reader: quoted in a markdown
-reply, indented in a code block, behind docker compose's, kubectl's, journald's,
-srun -l's, pm2's or a log viewer's prefix, with Windows' line ends; the table
+reply, indented in a code block, behind docker compose's, kubectl's, a node's container
+log's, a wrapper's echo, journald's, srun -l's, pm2's or a log viewer's prefix, with Windows' line ends; the table
 counts the dressed logs read as the plain log is (outcome and cause, and the
 evidence line under its dressing):
 
@@ -164,6 +164,8 @@ DRESSINGS: dict[str, bytes | None] = {
     "docker compose": b"vllm-1  | ",
     "kubectl --timestamps": b"2026-01-01T00:00:00.123456789Z ",
     "kubectl --prefix": b"[pod/vllm-7d9f8-abcde/vllm] ",
+    "a node's container log (CRI)": b"2026-01-01T00:00:00.123456789Z stderr F ",
+    "a wrapper's echo": b"vLLM STDERR: ",
     "journald": b"Dec 04 04:14:06 gpu-host-01 server[1234]: ",
     "srun -l (task number)": b"0: ",
     "pm2": b"0|vllm     | ",

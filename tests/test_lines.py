@@ -21,6 +21,22 @@ def test_kubectl_pod_prefix_is_the_lines_origin():
     assert line.level == "ERROR"
 
 
+def test_a_container_runtimes_log_file_prefix_is_peeled():
+    """A Kubernetes node's container log (CRI): its time, the stream, a full (F) or partial (P) line."""
+    line = parse("2026-01-01T00:00:00.123456789Z stderr F (APIServer pid=1) INFO:     Application startup complete.")
+    assert line.message == "Application startup complete."
+    assert line.origin == "(APIServer pid=1)"
+    assert parse("2026-01-01T00:00:00.123456789+00:00 stdout P Loading weights").message == "Loading weights"
+
+
+def test_a_wrappers_echo_of_its_child_streams_is_peeled():
+    line = parse("vLLM STDOUT: INFO 05-05 15:26:17 [api_server.py:1028] Starting vLLM API server on http://0.0.0.0:8000")
+    assert (line.message, line.origin, line.level) == (
+        "Starting vLLM API server on http://0.0.0.0:8000", "vLLM", "INFO")
+    assert parse('[stderr]   File "/x/server.py", line 3, in main').message == '  File "/x/server.py", line 3, in main'
+    assert parse("stderr: RuntimeError: boom").message == "RuntimeError: boom"
+
+
 def test_a_number_and_colon_inside_a_message_stays():
     line = parse("INFO 04-25 08:50:55 [worker.py:1] 0: rank 0 ready")
     assert line.message == "0: rank 0 ready"

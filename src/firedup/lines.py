@@ -77,8 +77,10 @@ _PREFIXES = [
     # a logging format "%(asctime)s - %(levelname)s - %(name)s: " relaying a server's lines
     # (after its timestamp): "- INFO - vLLM: ERROR 07-13 ...". Its level is not taken, as above
     re.compile(r"- (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?P<origin>[\w.-]+): "),
-    # a wrapper echoing its child server's streams: Unsloth's "vLLM STDOUT: ", "server stderr: "
-    re.compile(r"(?P<origin>[\w.-]+) (?:STDOUT|STDERR|stdout|stderr): "),
+    # a wrapper echoing its child server's streams: Unsloth's "vLLM STDOUT: ", "server stderr: ", "[stderr] ";
+    # a container runtime's log file (CRI, a Kubernetes node's /var/log/pods), after its timestamp: "stderr F "
+    re.compile(r"(?:(?P<origin>[\w.-]+) )?(?:STDOUT|STDERR|stdout|stderr): |\[(?:STDOUT|STDERR|stdout|stderr)\] "
+               r"|(?:stdout|stderr) [FP] "),
     # uvicorn: "INFO:     "
     re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"),
     # llama.cpp log format: "0.03.017.828 I "
