@@ -161,6 +161,7 @@ def window_table(revs: list[str], pairs: list, misses: bool) -> None:
 DRESSINGS: dict[str, bytes | None] = {
     "quoted (> )": b"> ",
     "indented (4 spaces)": b"    ",
+    "indented with no-break spaces (a rendered page)": b"\xc2\xa0\xc2\xa0",
     "docker compose": b"vllm-1  | ",
     "kubectl --timestamps": b"2026-01-01T00:00:00.123456789Z ",
     "kubectl --prefix": b"[pod/vllm-7d9f8-abcde/vllm] ",

@@ -3,6 +3,7 @@ vLLM CPU 0.32.0 with a tiny random-weight model), with their labels; and, in
 fixtures/outside, the failures an outside tester induced on the same servers
 (kept out of captured/, whose logs train the tiny model's tokenizer)."""
 
+import io
 import json
 from pathlib import Path
 
@@ -31,3 +32,16 @@ def test_captured_log(log):
 
 def test_fixtures_present():
     assert len(LOGS) >= 12
+
+
+@pytest.mark.parametrize("lines", [50, 52])
+def test_a_window_that_begins_in_a_stops_shutdown_is_no_failure(lines):
+    """The last lines of a ready vLLM server stopped with Ctrl-C, as a user pastes
+    them: its shutdown, and the engine reported dead as the shutdown stops it
+    (EngineDeadError). Nothing failed: the window shows no start and no error
+    before the shutdown began (the whole log reads ready)."""
+    log = FIXTURES / "captured" / "vllm-ready-compiled.log"
+    tail = b"\n".join(log.read_bytes().rstrip(b"\n").split(b"\n")[-lines:]) + b"\n"
+    assert b"EngineDeadError" in tail and b"[shutdown]" in tail
+    assert diagnose(io.BytesIO(tail)).outcome.value == "incomplete"
+    assert diagnose(log).outcome.value == "ready"

@@ -97,6 +97,34 @@ def test_empty_input_is_incomplete_and_says_it_is_empty():
     assert verdict_of(ARGS).explanation.startswith("The log ends before the server said it was ready")
 
 
+def test_a_last_line_without_a_newline_is_a_line_all_the_same():
+    """A terminal copy has no final newline: its last line is where the log got."""
+    v = verdict_of(b"Loading model weights")
+    assert v.outcome == "incomplete" and v.evidence == {"line": "Loading model weights", "lineno": 1}
+    assert verdict_of(ARGS + b"Loading model weights").evidence["lineno"] == 2
+    assert verdict_of(ARGS + READY.rstrip(b"\n")).outcome == "ready"
+
+
+def test_docker_json_file_records_read_as_the_lines_they_hold():
+    """Docker's json-file driver keeps each line as {"log": ..., "stream": ..., "time": ...}."""
+    plain = ARGS + b"[2025-04-09 05:05:13 TP0] Load weight begin. avail mem=59.60 GB\n" + READY
+    wrapped = b"".join(json.dumps({"log": line + "\n", "stream": "stderr", "time": "2025-04-09T05:05:21.1Z"}).encode()
+                       + b"\n" for line in plain.decode().splitlines())
+    v, w = verdict_of(plain), verdict_of(wrapped)
+    assert (w.outcome, w.server, w.phase) == (v.outcome, v.server, v.phase) == ("ready", "sglang", "serving")
+    assert "The server is fired up and ready to roll!" in w.evidence["line"]
+
+
+def test_no_break_spaces_of_a_copied_page_read_as_spaces():
+    plain = b"INFO:     Started server process [7]\n" + ARGS + READY
+    nbsp = b"".join(b"\xc2\xa0\xc2\xa0" + line.replace(b"  ", b"\xc2\xa0 ") + b"\n" for line in plain.splitlines())
+    assert verdict_of(nbsp).outcome == "ready"
+    failed = ARGS + b"[2025-04-09 05:05:13 TP0] Scheduler hit an exception: Traceback (most recent call last):\n" \
+        + b'  File "/x/scheduler.py", line 3, in run\n' + b"torch.OutOfMemoryError: CUDA out of memory.\n"
+    pasted = b"".join(b"\xc2\xa0\xc2\xa0" + line.replace(b"  ", b"\xc2\xa0 ") + b"\n" for line in failed.splitlines())
+    assert verdict_of(failed).cause == verdict_of(pasted).cause == "cuda_oom"
+
+
 def test_server_override():
     line = b"INFO:     Application startup complete.\n"
     assert verdict_of(line).outcome == "incomplete"

@@ -481,6 +481,8 @@ class Judge:
         self.last_line_at = now
         self._calm_lineno = 0  # the last line that showed the server going on
         self._stopping = False  # a shutdown line came after an exception
+        # a window that begins as the server goes down: nothing of its start, no error before it
+        self._begins_shutting_down = False
         self.went_down = False  # after ready, it shut itself down after a line naming a root cause
         self.ended: Signal | None = None  # after ready, the line saying its process finished or was stopped
         self._requests: list[int] = []  # the last lines that began a request's error
@@ -544,6 +546,8 @@ class Judge:
                 self.went_down = True
             if self.ready is None and self.before_shutdown is None:
                 self.before_shutdown, self.shutdown_lineno = self.last_startup, s.lineno
+            if self.ready is None and self.last_startup is None and not self.candidates and not self.fatal:
+                self._begins_shutting_down = True
             return
         if kind == "fatal" and self.ready is not None and s.rule is not None and s.rule.until_ready:
             kind = "benign"
@@ -563,6 +567,9 @@ class Judge:
         if self.stopped is not None and kind in ("fatal", "exception", "traceback") and s.origin != "slurm":
             self._unused(s, "stopped")
             return  # the stop's own noise: interrupted calls, children ending (not the scheduler's word)
+        if self._begins_shutting_down and kind in ("fatal", "exception") and s.cause == "worker_died":
+            self._unused(s, "stopped")
+            return  # an engine gone as the shutdown the window begins in ended it (vLLM's EngineDeadError)
         if kind == "detect":
             if self.server is None or self.server == s.data.get("replaces"):
                 self.server = s.data["server"]

@@ -149,13 +149,16 @@ class Line(NamedTuple):
 def clean(raw: str) -> str:
     """Remove ANSI escape sequences (and their printable forms), holes (runs of
     NULs: a log truncated under a writer that kept its offset, as logrotate's
-    copytruncate leaves it, goes on after one) and trailing whitespace."""
+    copytruncate leaves it, goes on after one) and trailing whitespace; no-break
+    spaces are spaces."""
     if "\x00" in raw:
         raw = _HOLE.sub("", raw)
     if "\x1b" in raw or "#033[" in raw or "←[" in raw:
         raw = ANSI.sub("", raw)
     if "[0m" in raw or "[0;0m" in raw:
         raw = _BARE_SGR.sub("", raw)
+    if "\xa0" in raw:
+        raw = raw.replace("\xa0", " ")  # copied from a rendered page or a chat: its spaces came as no-break ones
     return raw.rstrip()
 
 
@@ -236,6 +239,10 @@ def from_json(text: str) -> list[str] | None:
         return None  # llama.cpp's JSON log format, which its rules read as written
     fields = record.get("fields")
     message = fields.get("message") if isinstance(fields, dict) else record.get("message", record.get("msg"))
+    if not isinstance(message, str) and isinstance(record.get("log"), str):
+        # Docker's json-file driver (and shippers that keep its shape: {"log": ..., "stream": ...,
+        # "time": ...}): the line as the server wrote it, prefixes and all
+        return record["log"].rstrip("\r\n").split("\n")
     if not isinstance(message, str):
         return None
     stamp = _text(record, "timestamp", "time", "asctime")
