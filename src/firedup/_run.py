@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -54,8 +55,8 @@ class RunResult:
 
     @property
     def valid(self) -> bool:
-        """Whether every repeat is the server's number (the client kept up)."""
-        return all(r.valid for r in self.results)
+        """Whether every repeat is the server's number (the client kept up, the server stayed)."""
+        return all(b.valid for b in self.benches.values())
 
 
 def run(argv: Sequence[str], *, vs: Sequence[str] | None = None, workload: Workload | None = None, repeat: int = 1,
@@ -148,7 +149,9 @@ def _start_and_bench(argv: Sequence[str], start: Start, workload: Workload, how:
             servers[side] = replace(servers[side], url=launched.record.url, launch=recorded, name=launched.record.name)
         else:
             servers[side] = session.Server(launched.record.url, recorded, launched.record.name)
+        failed_before = len(servers[side].failed)
         measured = session.measure(servers[side], workload, how, count, on_result)
+        _say_ended(launched, measured, servers[side].failed[failed_before:])
     except BaseException as e:  # Ctrl-C, SIGTERM, a failed start: never a server left running
         stopped = launched.stop()
         if stopped:  # a Slurm job's says it was cancelled
@@ -157,6 +160,25 @@ def _start_and_bench(argv: Sequence[str], start: Start, workload: Workload, how:
         raise
     launched.stop()
     return measured
+
+
+def _say_ended(launched: Any, measured: list[BenchResult], failed: list[tuple[int, Exception]]) -> None:
+    """A server whose process ended while it was measured (killed, crashed): the
+    last repeat measured on it is not the server's number, and every repeat
+    that measured nothing says why."""
+    popen = getattr(launched, "popen", None)  # a server started here (not a Slurm job's, not a remote one)
+    code = popen.poll() if popen is not None else None
+    if code is None:
+        return
+    how = f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() \
+        else f"exit code {code}"
+    hint = ", as the kernel's OOM killer does: look in dmesg" if code == -signal.SIGKILL else ""
+    said = f"the server's process ended during the benchmark ({how}{hint}; its log: {launched.record.log})"
+    if measured:
+        measured[-1].health["problems"].append(said)
+        measured[-1].health["valid"] = False
+    for _, error in failed:
+        error.add_note(said)
 
 
 def _record(ledger: Ledger, servers: dict[str, session.Server], rounds: dict[str, list[int]] | None, order: str,

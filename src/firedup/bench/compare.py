@@ -214,13 +214,21 @@ def compare(runs: list[dict[str, Any]], min_effect_pct: float = MIN_EFFECT_PCT) 
         # A metric proportional to one tested before it is the same hypothesis: counted once in Holm's
         # family and given its p, lest the gate's throughput and the same ratio in requests disagree.
         same_as = {m: next(r for r in tested if r == m or proportional(samples[r], samples[m])) for m in tested}
-        for metric, adjusted in gatekept({m: c["p"] for m, c in tested.items() if same_as[m] == m}).items():
+        hypotheses = {m: c["p"] for m, c in tested.items() if same_as[m] == m}
+        own = gatekept({m: p for m, p in hypotheses.items() if m != GATE})  # Holm alone, without the gate
+        for metric, adjusted in gatekept(hypotheses).items():
             tested[metric]["p"] = adjusted  # reported adjusted: compare it with ALPHA as it stands
+            if metric in own and own[metric] < ALPHA <= adjusted:
+                # the gate held it back: its own test would have called it, so it is not "within noise"
+                tested[metric].update(held_by_gate=True, p_own=own[metric])
         for metric, first in same_as.items():
             if first != metric:
                 tested[metric].update(p=tested[first]["p"], same_test_as=first)
         for row, change in zip(rows, changes):
             change["verdict"] = classify(change["delta_pct"], change["p"], row["higher_is_better"], min_effect_pct)
+            if change.get("held_by_gate") and change["delta_pct"] is not None \
+                    and abs(change["delta_pct"]) >= min_effect_pct:
+                change["verdict"] = f"not tested ({GATE} unchanged)"
             row["changes"].append(change)
         tests[-1].update(metrics_tested=len(tested), hypotheses=len(set(same_as.values())))
         if not paired and tested:
@@ -230,6 +238,11 @@ def compare(runs: list[dict[str, Any]], min_effect_pct: float = MIN_EFFECT_PCT) 
     differences = [
         [c for c in history.diff(base, other) if c["section"] != "phases"] for other in runs[1:]
     ]
+    for r in runs:
+        health = r["metrics"].get("health") or {}
+        if health.get("valid") is False:
+            notes.append(f"run {r['id']} is not the server's number (" + "; ".join(health.get("problems") or ())
+                         + "): this comparison says what the client measured, not what the server does")
     one_start = [r["id"] for r in runs if r["metrics"].get("repeats_across") == "one server start"]
     if one_start and any(c["verdict"] in ("regression", "improvement") for row in rows for c in row["changes"]):
         notes.append(f"the repeats of run {', '.join(map(str, one_start))} shared one server start: the noise does "

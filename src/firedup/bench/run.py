@@ -23,6 +23,11 @@ from .workload import Workload
 
 # A run whose client could not keep up is not the server's number.
 MAX_LOOP_LAG_MS = 50.0
+# One stall of the client's loop (a paused process, a swapped-out page) longer than this share of
+# the run, and longer than MAX_LOOP_LAG_MS: its p99 hides it, the throughput does not.
+MAX_STALL_SHARE = 0.05
+# With most gaps between tokens read as 0, a read lag past this says the tokens were read together.
+MIN_READ_LAG_MS = 1.0
 MAX_CLIENT_CPU = 0.9  # of one core
 MIN_RATE_ACHIEVED = 0.95
 MAX_INPUT_OFF = 0.02  # input tokens counted by the server vs asked
@@ -333,13 +338,9 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
         health.update(target_rate=workload.request_rate, drawn_rate=drawn, achieved_rate=achieved)
         if achieved < MIN_RATE_ACHIEVED * drawn:
             problems.append(f"sent {achieved:.1f} req/s of the {drawn:.1f} drawn ({workload.request_rate:g} asked)")
-    if lag_p99 > MAX_LOOP_LAG_MS:
-        problems.append(f"the client's event loop lagged {lag_p99:.0f} ms (p99)")
-    # Bytes are timed when they reached the socket, but tokens of one stream
-    # that wait there together are read, and timed, together.
-    if read_lag_p99 > computed["median_itl_ms"] > 0:
-        problems.append(f"the client read the sockets {read_lag_p99:.1f} ms late (p99), later than the "
-                        f"{computed['median_itl_ms']:.1f} ms between tokens: tokens were timed together")
+    problems += timing_problems(lags, read_lag_p99, computed["median_itl_ms"],
+                                sum(len(r.itl) for r in results if r.ok), duration)
+    health["loop_stall_ms"] = 1000 * max(lags, default=0.0)
     if cpu > MAX_CLIENT_CPU:
         problems.append(f"the client used {100 * cpu:.0f}% of a core")
     health["valid"] = not problems
@@ -369,6 +370,28 @@ async def run_async(url: str, workload: Workload, model: str | None = None,
     return BenchResult(url=endpoint.base, model=model, model_source=model_source,
                        workload=described, metrics=computed,
                        health=health, requests=[r.to_dict() for r in results], speculative=spec, warnings=warnings)
+
+
+def timing_problems(lags: list[float], read_lag_p99: float, median_itl_ms: float, gaps: int,
+                    duration: float) -> list[str]:
+    """Why the client's clock is not the server's: its event loop lagged (at p99,
+    or once for a share of the run: a paused process, a swapped-out page, which
+    p99 hides and the throughput does not), or it read the sockets later than
+    tokens came apart. Bytes are timed when they reached the socket, but tokens
+    of one stream that wait there together are read, and timed, together: so
+    late that most gaps read 0 (a median between tokens that no server streams)
+    is the worst case."""
+    problems = []
+    lag_p99, stall_ms = 1000 * metrics.percentile(lags, 99), 1000 * max(lags, default=0.0)
+    if lag_p99 > MAX_LOOP_LAG_MS:
+        problems.append(f"the client's event loop lagged {lag_p99:.0f} ms (p99)")
+    elif duration and stall_ms > max(MAX_LOOP_LAG_MS, 1000 * MAX_STALL_SHARE * duration):
+        problems.append(f"the client's event loop stalled once for {stall_ms:.0f} ms, "
+                        f"{stall_ms / 10 / duration:.0f}% of the run")
+    if gaps and read_lag_p99 > median_itl_ms and (median_itl_ms > 0 or read_lag_p99 > MIN_READ_LAG_MS):
+        problems.append(f"the client read the sockets {read_lag_p99:.1f} ms late (p99), later than the "
+                        f"{median_itl_ms:.1f} ms between tokens: tokens were timed together")
+    return problems
 
 
 def _input_lengths(results: list[metrics.RequestResult], computed: dict[str, Any], chat: bool) -> list[str]:

@@ -49,7 +49,8 @@ class Bench:
 
     @property
     def valid(self) -> bool:
-        return self.result.valid
+        """Whether every repeat is the server's number (the health of each, not of the last alone)."""
+        return self.metrics.get("health", self.result.health)["valid"]
 
 
 @dataclass
@@ -124,6 +125,20 @@ def _say_gone(server: Server, repeat: int) -> None:
         during = f"repeat {len(server.results) + len(server.failed)}" if repeat > 1 else "the run"
         result.warnings.insert(0, f"the server went away during {during}: {gone} of {len(result.requests)} "
                                   f"requests found nothing listening at {result.url}")
+        # what was measured is not the workload's number: its requests met no server
+        result.health["problems"].append(f"the server went away: {gone} of {len(result.requests)} requests "
+                                         "found nothing listening")
+        result.health["valid"] = False
+
+
+def health(results: Sequence[BenchResult]) -> dict[str, Any]:
+    """The health of a run of repeats: valid when every repeat is; each problem
+    named with its repeat where there were several."""
+    if len(results) == 1:
+        return results[0].health
+    problems = [f"repeat {i}: {p}" for i, r in enumerate(results, 1) for p in r.health["problems"]]
+    invalid = [i for i, r in enumerate(results, 1) if not r.valid]
+    return {"valid": not invalid, "problems": problems, "invalid_repeats": invalid}
 
 
 def aggregated(server: Server, across_starts: bool) -> dict[str, Any]:
@@ -133,6 +148,7 @@ def aggregated(server: Server, across_starts: bool) -> dict[str, Any]:
     out = aggregate([{**r.metrics, "client": f"firedup {__version__}", "model": r.model,
                       "model_source": r.model_source,
                       "health": r.health, "speculative": r.speculative} for r in results])
+    out["health"] = health(results)
     if len(results) > 1:  # what the run-to-run noise covers
         out["repeats_across"] = "server starts" if across_starts else "one server start"
     if server.failed:
@@ -152,7 +168,7 @@ def record(ledger: Ledger, server: Server, metrics: dict[str, Any]) -> Bench:
     run = dict(kind="bench", name=server.name or result.url, host=base.get("host"),
                command=base.get("command", []), server=base.get("server"), version=base.get("version"),
                config=base.get("config", {}), environment=base.get("environment", {}),
-               fingerprint=base.get("fingerprint"), outcome="ready" if result.valid else "incomplete",
+               fingerprint=base.get("fingerprint"), outcome="ready" if metrics["health"]["valid"] else "incomplete",
                phases={}, workload=result.workload, metrics={**metrics, "requests": result.requests},
                elapsed=metrics["duration"], log=base.get("log"))
     try:

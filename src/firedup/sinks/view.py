@@ -189,16 +189,16 @@ def bench_report(result: dict[str, Any], console: Console) -> None:
         console.print(Text(f"model: {m['model']} (from {m['model_source']})", "dim"))
     if m.get("input_tokens_by"):
         console.print(Text(f"input lengths: {m['input_tokens_by']}", "dim"))
-    health = result["health"]
+    run = result["health"]  # every repeat's: the run is the server's number only if each is
+    health = run if "client_cpu" in run else result["repeats"][-1]["health"]  # the client, as last measured
     drawn = health.get("drawn_rate", health.get("target_rate"))
     rate = (f" · sent {health['achieved_rate']:.1f} req/s of {drawn:.1f} drawn "
             f"({health['target_rate']:g} asked)" if health.get("target_rate") else "")
     console.print(Text(f"client: {100 * health['client_cpu']:.0f}% of a core · event-loop lag p99 "
                        f"{health['loop_lag_p99_ms']:.1f} ms · socket read lag p99 "
                        f"{health.get('read_lag_p99_ms', 0.0):.1f} ms{rate}", "dim"))
-    if not health["valid"]:
-        console.print(Text("not the server's number: the client was the bottleneck (" + "; ".join(health["problems"])
-                           + ")", "bold red"))
+    if not run["valid"]:
+        console.print(Text("not the server's number (" + "; ".join(run["problems"]) + ")", "bold red"))
     for warning in result.get("warnings", ()):
         console.print(Text(f"note: {warning}", "yellow"))
 
@@ -206,7 +206,7 @@ def bench_report(result: dict[str, Any], console: Console) -> None:
 CALLED = ("regression", "improvement")
 # What a comparison that called no change concludes, by its headline metric's verdict ("below N%" otherwise).
 UNCALLED = {"same": "no change", "within noise": "no change beyond noise",
-            "noise unknown (use --repeat)": "noise unknown (one repeat each: --repeat K tells a change from noise)"}
+            "noise unknown (use --repeat)": "noise unknown (a run of one repeat: --repeat K tells a change from noise)"}
 
 
 def _headline(report: dict[str, Any], i: int) -> Text | None:
