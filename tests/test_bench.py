@@ -300,6 +300,13 @@ def test_bench_usage_errors(tmp_path):
     proc = run_cli("bench", "http://127.0.0.1:9/", "--num-prompts", "1", "--warmup", "0")
     assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup:")
     assert run_cli("bench", "--calibrate", "--goodput", "speed:3").returncode == 2
+    for url, said in (("http://[::1", "not a URL firedup can reach: http://[::1 (Invalid IPv6 URL)"),
+                      ("http://127.0.0.1:99999", "not a URL firedup can reach: http://127.0.0.1:99999 (Port out of"),
+                      ("http://127.0.0.1:abc", "not a URL firedup can reach: http://127.0.0.1:abc (Port could not"),
+                      ("http://", "no host in the URL http:// (http://HOST:PORT)"),
+                      ("http://nonexistent.invalid:8000", "cannot resolve the host nonexistent.invalid: ")):
+        proc = run_cli("bench", url, "--num-prompts", "1", "--warmup", "0")
+        assert proc.returncode == 2 and proc.stderr.decode().startswith(f"firedup: {said}"), proc.stderr
     for bad in (("--repeat", "1", "--", "a", "--vs", "b"), ("--repeat", "2", "--", "--vs", "b"),
                 ("--repeat", "2", "--", "a", "--vs", "b", "--vs", "c")):
         proc = run_cli("run", *bad)

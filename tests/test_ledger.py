@@ -349,6 +349,17 @@ def test_a_ledger_path_that_is_a_folder_is_refused_in_one_line(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ready.log"]
 
 
+def test_an_empty_ledger_path_or_a_device_is_refused_in_one_line():
+    """--ledger '' names no ledger (not the default one, silently); /dev/null is no file SQLite can keep."""
+    empty = run_cli("runs", "--ledger", "")
+    assert empty.returncode == 2
+    assert empty.stderr.decode() == "firedup: --ledger needs a path (an empty one names no ledger)\n"
+    device = run_cli("runs", "--ledger", "/dev/null")
+    assert device.returncode == 2
+    assert device.stderr.decode() == ("firedup: the ledger /dev/null is not a file (a device, a pipe): "
+                                      "give a file's path\n")
+
+
 def test_a_ledger_in_a_read_only_folder_is_read_and_a_write_to_it_refused_in_one_line(tmp_path):
     """SQLite cannot make the -wal and -shm files beside it: runs, show, diff and compare read it all
     the same (read-only, or as immutable when no -wal file holds runs the main file lacks); a writer is

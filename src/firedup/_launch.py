@@ -14,11 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import urlsplit
 
 import psutil
 
-from . import registry, rules
+from . import _url, registry, rules
 from ._exceptions import InputError, SSHError
 from ._outcome import Outcome
 from .defaults import GRACE, STALL, STOP_GRACE
@@ -143,7 +142,7 @@ def port_of(url: str | None) -> int | None:
     """The TCP port of a local URL, None for another host's."""
     if not url:
         return None
-    parts = urlsplit(url)
+    parts = _url.split(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return port if is_local(parts.hostname or "127.0.0.1") else None
 

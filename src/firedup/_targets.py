@@ -9,9 +9,8 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
-from . import rules, slurm
+from . import _url, rules, slurm
 from ._exceptions import FiredupError, InputError
 from .defaults import GRACE, QUIET, STALL
 from .judge import Verdict
@@ -84,7 +83,7 @@ def _watch_for(target: str, follow: Follow, sinks: Sequence[Sink], cancel: threa
     if remote is not None:
         host, path = remote
         url = follow.url
-        if url and urlsplit(url).path in ("", "/"):
+        if url and _url.split(url).path in ("", "/"):
             pack = rules.load().packs.get(follow.server) if follow.server else None
             url = url.rstrip("/") + (pack.health if pack and pack.health else "/health")
         source = ssh.RemoteSource(host, path, pid=follow.pid, url=url, ssh_args=list(follow.ssh_args))

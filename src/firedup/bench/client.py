@@ -22,8 +22,8 @@ import struct
 import sys
 import time
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
+from .. import _url
 from .._exceptions import HttpError, InputError
 from .metrics import RequestResult
 
@@ -84,7 +84,7 @@ def receive(sock: socket.socket) -> tuple[bytes, float, float] | None:
 
 class Endpoint:
     def __init__(self, url: str, api_key: str | None = None):
-        parts = urlsplit(url if "//" in url else f"http://{url}")
+        parts = _url.split(url)
         if parts.scheme != "http":
             raise InputError(f"only http:// servers can be measured: {url}")
         # A path is the API's base behind a gateway (http://gw/team-a: POST /team-a/v1/completions); a trailing
@@ -105,7 +105,10 @@ class Endpoint:
     async def connect(self) -> Connection:
         loop = asyncio.get_running_loop()
         if self._addresses is None:
-            self._addresses = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            try:
+                self._addresses = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            except socket.gaierror as e:
+                raise OSError(f"cannot resolve the host {self.host}: {e.strerror}") from None
         error: OSError = OSError(f"cannot resolve {self.host}")
         for family, kind, proto, _, address in self._addresses:
             sock = socket.socket(family, kind, proto)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -70,7 +71,9 @@ SHAPES: dict[str, tuple[type, Any]] = {"command": (list, []), "config": (dict, {
 
 
 def ledger_path(explicit: str | os.PathLike | None = None) -> Path:
-    if explicit:
+    if explicit is not None:
+        if not str(explicit):
+            raise LedgerError("--ledger needs a path (an empty one names no ledger)")
         return Path(explicit)
     if os.environ.get("FIREDUP_LEDGER"):
         return Path(os.environ["FIREDUP_LEDGER"])
@@ -94,6 +97,8 @@ class Ledger:
         if self.path.is_dir():
             raise LedgerError(f"the ledger {self.path} is a folder: give the ledger's file "
                               f"(e.g. {self.path / 'ledger.db'})")
+        if self.path.exists() and not self.path.is_file():
+            raise LedgerError(f"the ledger {self.path} is not a file (a device, a pipe): give a file's path")
         try:
             if not read_only:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -153,6 +158,11 @@ class Ledger:
 
     def _folder_note(self) -> str:
         # The file may be fine: SQLite also needs to create its -wal and -shm files beside it.
+        try:
+            if shutil.disk_usage(self.path.parent).free == 0:
+                return f" (the disk holding {self.path.parent} is full)"
+        except OSError:
+            pass
         if os.access(self.path.parent, os.W_OK):
             return ""
         return f" (its folder {self.path.parent} is read-only, and SQLite keeps the ledger's -wal and -shm files there)"
