@@ -292,6 +292,13 @@ def test_bench_cli_plots_and_records(tmp_path):
                                 "--output-len", "16", "--input-len", "8", "--json").stdout)
     compared = run_cli("compare", str(out["run_id"]), str(second["run_id"]), "--plot", str(tmp_path / "c.png"))
     assert compared.returncode == 0 and (tmp_path / "c.png").exists()
+    # a calibration is the client's ceiling: compared with calibrations only, and it takes no server
+    with Ledger() as ledger:
+        server = _bench_run(ledger, throughput=[100.0])
+    mixed = run_cli("compare", str(out["run_id"]), str(server))
+    assert mixed.returncode == 2 and "is the client's calibration against a zero-work server" in mixed.stderr.decode()
+    aimed = run_cli("bench", "--calibrate", "http://127.0.0.1:9")
+    assert aimed.returncode == 2 and aimed.stderr.decode().startswith("firedup: --calibrate measures the client")
 
 
 def test_bench_usage_errors(tmp_path):
@@ -311,6 +318,22 @@ def test_bench_usage_errors(tmp_path):
                 ("--repeat", "2", "--", "a", "--vs", "b", "--vs", "c")):
         proc = run_cli("run", *bad)
         assert proc.returncode == 2 and len(proc.stderr.decode().splitlines()) == 1, proc.stderr
+
+
+def test_bench_of_a_stopped_server_or_of_a_urls_run():
+    """bench NAME of a server that ended is refused in one line; bench RUN of a bench of a bare URL
+    measures that URL (here nothing listens: one line, exit 2)."""
+    from firedup import registry
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    registry.Record(name="l1", pid=int(gone.stdout), argv=["srv"], log="/dev/null", url="http://127.0.0.1:9",
+                    server=None, started=time.time(), created=time.time(), stopped=time.time()).save()
+    proc = run_cli("bench", "l1", "--num-prompts", "1")
+    assert proc.returncode == 2 and proc.stderr.decode().startswith("firedup: l1 is not running (it ended or was "), \
+        proc.stderr
+    with Ledger() as ledger:
+        run = ledger.record(kind="bench", name="http://127.0.0.1:9", outcome="ready", workload={}, metrics={})
+    proc = run_cli("bench", str(run), "--num-prompts", "1", "--warmup", "0")
+    assert proc.returncode == 2 and "nothing is listening at http://127.0.0.1:9" in proc.stderr.decode(), proc.stderr
 
 
 @pytest.mark.parametrize("args, message", [

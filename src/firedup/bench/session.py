@@ -71,7 +71,8 @@ REPEAT_FAILED = (BenchFailed, HttpError, OSError)
 
 
 def resolve(ledger: Ledger, target: str | None) -> Server:
-    """A URL, a launched server's name or a ledger run id: the server to measure."""
+    """A URL, a launched server's name or a ledger run id (its server's, or the URL a bench of one measured):
+    the server to measure."""
     if target is None:
         raise InputError("bench needs the server's URL, a name from firedup ps, or a ledger run id")
     if "://" in target:  # a URL (one bench cannot measure, https:// or ftp://, is refused where it is read)
@@ -79,9 +80,13 @@ def resolve(ledger: Ledger, target: str | None) -> Server:
     name = target
     if target.isdigit():
         name = ledger.run(int(target))["name"]
+        if "://" in name:  # a run of a bench of a bare URL: that URL
+            return Server(name)
     record = registry.load(name)
     if not record.url:
         raise InputError(f"{name} has no known URL: pass it")
+    if record.alive() is False:
+        raise InputError(f"{name} is not running (it ended or was stopped: firedup ps --all); start it again first")
     launches = ledger.find(name=name, kind="launch", limit=1)
     return Server(record.url, launches[0] if launches else None, name)
 
@@ -186,6 +191,9 @@ def bench(target: str | None, workload: Workload, how: Measure, *, ledger: Ledge
     """``firedup bench``: measure the target (``how.repeat`` times, on one
     server start) and record it; with ``how.calibrate``, the client's own
     ceiling against a zero-work server."""
+    if how.calibrate and target is not None:
+        raise InputError("--calibrate measures the client against its own zero-work server: it takes no server "
+                         f"({target})")
     server = Server("", name="calibrate") if how.calibrate else resolve(ledger, target)
     try:
         measure(server, workload, how, how.repeat, on_result)
@@ -228,6 +236,10 @@ def compare_runs(ledger: Ledger, numbers: Sequence[int], *, min_effect: float = 
         chosen.append(run)
     if len(chosen) < 2:
         raise InputError("compare needs two runs or more")
+    calibrations = [r["id"] for r in chosen if r["name"] == "calibrate" and not r.get("command")]
+    if calibrations and len(calibrations) < len(chosen):
+        raise InputError(f"run {calibrations[0]} is the client's calibration against a zero-work server, not a "
+                         "server's benchmark: compare it only with other calibrations")
     for other in chosen[1:]:
         differences = workload_differences(chosen[0], other, Workload().describe())
         if differences and not force:
