@@ -655,6 +655,22 @@ def _tokenizer_file(tmp_path):
     return path
 
 
+def test_a_launched_models_own_tokenizer_sizes_the_prompts_when_none_is_given(tmp_path):
+    """A server launched from a model folder here: its tokenizer.json, not lengths calibrated on its usage."""
+    from firedup.bench.session import Measure, Server, measure, models_tokenizer
+    model = tmp_path / "model"
+    model.mkdir()
+    assert models_tokenizer(Workload(), str(model)) == Workload()  # no tokenizer.json in it
+    _tokenizer_file(model)
+    assert models_tokenizer(Workload(), str(model)).tokenizer == str(model)
+    assert models_tokenizer(Workload(tokenizer="other"), str(model)).tokenizer == "other"
+    url, serve = zero_server()
+    with _serving(serve):
+        server = Server(url, {"command": ["vllm", "serve", str(model)], "config": {}})
+        result, = measure(server, Workload(num_prompts=8, input_len=12, output_len=4, warmup=0), Measure(), 1)
+    assert result.metrics["input_tokens_by"].startswith(f"tokenizer {model} ")
+
+
 def test_prompts_from_a_tokenizer_encode_to_the_length_asked(tmp_path):
     path = _tokenizer_file(tmp_path)
     tokenizer = Tokenizer(str(tmp_path))  # a folder holding tokenizer.json, as vllm's --tokenizer

@@ -4,8 +4,10 @@ repeats aggregated; the result recorded in the ledger; recorded runs compared.""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from .. import __version__, registry
@@ -105,6 +107,7 @@ def measure(server: Server, workload: Workload, how: Measure, count: int,
     """``count`` benchmarks of the server, one after the other (also kept on ``server.results``, each once
     measured); one that measured nothing is kept on ``server.failed``, and the others go on."""
     model, model_source = model_for(how, server.launch)
+    workload = models_tokenizer(workload, model)
     before = len(server.results)
     for _ in range(count):
         kwargs: dict[str, Any] = {"model": model, "model_source": model_source, "percentiles": list(how.percentiles),
@@ -119,6 +122,16 @@ def measure(server: Server, workload: Workload, how: Measure, count: int,
         except REPEAT_FAILED as e:
             server.failed.append((len(server.results) + len(server.failed) + 1, e))
     return server.results[before:]
+
+
+def models_tokenizer(workload: Workload, model: str | None) -> Workload:
+    """With no --tokenizer, the model's own when the model is a folder here that holds its tokenizer.json
+    (a server firedup launched from a local path): prompts of the lengths asked, not calibrated ones."""
+    if workload.tokenizer or workload.dataset or not model or not (Path(model) / "tokenizer.json").is_file():
+        return workload
+    if importlib.util.find_spec("tokenizers") is None:
+        return workload  # calibrated lengths then, as without the folder (the report says so)
+    return replace(workload, tokenizer=model)
 
 
 def _say_gone(server: Server, repeat: int) -> None:
