@@ -97,14 +97,6 @@ def test_empty_input_is_incomplete_and_says_it_is_empty():
     assert verdict_of(ARGS).explanation.startswith("The log ends before the server said it was ready")
 
 
-def test_a_last_line_without_a_newline_is_a_line_all_the_same():
-    """A terminal copy has no final newline: its last line is where the log got."""
-    v = verdict_of(b"Loading model weights")
-    assert v.outcome == "incomplete" and v.evidence == {"line": "Loading model weights", "lineno": 1}
-    assert verdict_of(ARGS + b"Loading model weights").evidence["lineno"] == 2
-    assert verdict_of(ARGS + READY.rstrip(b"\n")).outcome == "ready"
-
-
 def test_docker_json_file_records_read_as_the_lines_they_hold():
     """Docker's json-file driver keeps each line as {"log": ..., "stream": ..., "time": ...}."""
     plain = ARGS + b"[2025-04-09 05:05:13 TP0] Load weight begin. avail mem=59.60 GB\n" + READY

@@ -171,21 +171,16 @@ class Scanner:
         return _lines_back(*self._last_region)
 
     def close(self) -> Iterator[tuple[int, bytes, list[object]]]:
-        """The end of input: an unfinished last line (a terminal copy has no
-        final newline) is a line all the same."""
-        return self._take_tail(b"\n")
+        tail, self._tail = self._tail, b""
+        if tail:
+            yield from self._region(tail)
 
     def flush(self) -> Iterator[tuple[int, bytes, list[object]]]:
         """The unfinished last line as it stands, unless it is a redraw. What
         comes next continues on the same line number."""
         if self._redrawn or not self._tail:
             return iter(())
-        return self._take_tail(b"")
-
-    def _take_tail(self, end: bytes) -> Iterator[tuple[int, bytes, list[object]]]:
-        tail, self._tail = self._tail, b""
-        if tail:
-            yield from self._region(tail if tail.endswith((b"\n", b"\r")) else tail + end)
+        return self.close()
 
     def _region(self, region: bytes) -> Iterator[tuple[int, bytes, list[object]]]:
         if b"\x1b" in region or b"#033[" in region:  # colour codes can sit inside the words rules look for
