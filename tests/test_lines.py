@@ -37,6 +37,15 @@ def test_a_wrappers_echo_of_its_child_streams_is_peeled():
     assert parse("stderr: RuntimeError: boom").message == "RuntimeError: boom"
 
 
+def test_a_log_stores_export_of_epoch_time_and_a_tab_is_peeled():
+    """Each line behind its time in epoch milliseconds (or nanoseconds), a tab, its ISO time and a tab."""
+    line = parse("1779264164797\t2026-05-20T08:02:44.797Z\t[2026-05-20 08:02:44 PP0 TP7] Scheduler hit an exception: x")
+    assert line.message == "Scheduler hit an exception: x"
+    assert parse("1779264164797000000\t2026-05-20T08:02:44.797Z\t  File \"/x/s.py\", line 3, in main").message == (
+        '  File "/x/s.py", line 3, in main')
+    assert parse("17792641647971\tready").message == "17792641647971\tready"  # no such time: a message's own
+
+
 def test_a_number_and_colon_inside_a_message_stays():
     line = parse("INFO 04-25 08:50:55 [worker.py:1] 0: rank 0 ready")
     assert line.message == "0: rank 0 ready"

@@ -41,6 +41,8 @@ _GLUED = re.compile(r"[^\]\n]*\](?P<rest>.*\S.*)$")
 # A line that says it is a warning where the prefixes parsed no level:
 # "[WARNING] ...", "warning: ...", Python logging's "name - WARNING - ...".
 _WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s")
+# multiprocessing's line above a child's traceback: "Process EngineCore:", "Process SpawnProcess-1:"
+_PROCESS_HEADER = re.compile(r"Process [\w.-]+:")
 _BARE_ASSERT = re.compile(r"(?:\w+\.)*AssertionError:?\s*$")
 # pydantic's ValidationError: its line names the model, the indented lines under
 # it each field's error ("  Value error, max_batch_size [2048] is greater than ...").
@@ -339,8 +341,11 @@ class Engine:
                 self._stop_before[lineno] = before
 
     def _line_before(self) -> tuple[int, str] | None:
-        found = self.scanner.line_before()
-        return None if found is None else (found[0], lines.parse(found[1].decode("utf-8", "replace")).text)
+        for lineno, raw in itertools.islice(self.scanner.lines_before(), 2):
+            line = lines.parse(raw.decode("utf-8", "replace"))
+            if not _PROCESS_HEADER.fullmatch(line.message):  # the traceback's own first line
+                return lineno, line.text
+        return None
 
     def _settle_family(self) -> None:
         """Stop looking for another family (detect lines no longer scanned)."""

@@ -51,7 +51,8 @@ Rules for the outcome:
   ready the outcome stays ``ready``; before ready, with no failure before the
   stop, the run never got there (``incomplete``, or ``stalled`` live), and the
   evidence is where it had got: the line before the stop (before the traceback
-  a KeyboardInterrupt ends), else the last line a rule read before it. A real
+  a KeyboardInterrupt ends, and multiprocessing's "Process EngineCore:" above
+  it), else the last line a rule read before it. A real
   crash after ready (an abort, a device assert, a dead engine: a ``fatal``
   line) is ``failed``, with a note of how long the server had been ready;
 - a new run appended to the log (a ``start`` line after the run went

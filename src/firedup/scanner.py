@@ -153,18 +153,15 @@ class Scanner:
         redrawn with ``\\r`` ends only when the next redraw starts), or None."""
         return self._tail if self._redrawn and 0 < len(self._tail) <= MAX_REDRAW else None
 
-    def line_before(self) -> tuple[int, bytes] | None:
-        """The non-blank line before the segment yielded last: its line number
-        and bytes (where a start had got when a stop or a traceback came)."""
+    def lines_before(self) -> Iterator[tuple[int, bytes]]:
+        """The non-blank lines before the segment yielded last, nearest first:
+        line number and bytes (where a start had got when a stop or a
+        traceback came). Before its region, the tail's."""
         region, start, lineno = self._at
-        end = start
-        while end and region[end - 1] in b" \t\r\n":
-            end -= 1
-        if not end:  # it began its region: the line before ended the one before
-            earlier = [item for item in self.tail if item[0] < lineno]
-            return earlier[-1] if earlier else None
-        begin = max(region.rfind(b"\n", 0, end), region.rfind(b"\r", 0, end)) + 1
-        return lineno - region.count(b"\n", begin, start), region[begin:end]
+        first = lineno
+        for first, line in _lines_back(region[:start], lineno):
+            yield first, line
+        yield from reversed([item for item in self.tail if item[0] < first])
 
     def back(self) -> Iterator[tuple[int, bytes]]:
         """The non-blank lines of the last region read, last one first."""
