@@ -45,6 +45,18 @@ def test_tqdm_redraws_glued_on_one_line():
     assert v.progress == {"desc": "Loading safetensors checkpoint shards", "n": 3, "total": 4}
 
 
+def test_a_bars_last_redraw_with_a_warning_glued_after_it_is_where_the_start_got():
+    """The bar printed no newline, so the interpreter's exit warning follows it on its line:
+    the bar came first, and the start had got there before it went down."""
+    bar = "".join(f"\rLoading safetensors checkpoint shards: {p:3d}% Completed | {n}/4 [00:01<00:01, 1.4s/it]"
+                  for n, p in ((0, 0), (1, 25), (2, 50), (3, 75)))
+    warning = ("/usr/lib/python3.12/multiprocessing/resource_tracker.py:279: UserWarning: resource_tracker: There "
+               "appear to be 1 leaked semaphore objects to clean up at shutdown\n")
+    v = verdict_of(ARGS + b"[2025-04-09 05:05:13 TP0] Load weight begin.\n" + (bar + warning).encode())
+    assert v.outcome == "incomplete" and v.phase == "weights"
+    assert v.evidence["line"].startswith("Loading safetensors checkpoint shards:  75% Completed | 3/4")
+
+
 def test_a_redraw_still_being_drawn_is_read_when_asked_for():
     def bar(n):
         return f"\rLoading safetensors checkpoint shards: {25 * n:3d}% Completed | {n}/4 [00:01<00:01, 1.4s/it]"

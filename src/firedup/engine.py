@@ -366,8 +366,6 @@ class Engine:
             return 0
         rule, m = found
         self._read_ids.add(rule.id)
-        if rule.kind == "progress":
-            self._read_glued(lineno, line, m, candidates, out)
         signal = self._signal(rule, m.groupdict(), lineno, line)
         if rule.after is not None and self._read_ids.isdisjoint(rule.after):
             signal = replace(signal, kind="phase")  # ready only after that line: before it, the listening line follows
@@ -395,6 +393,8 @@ class Engine:
             self.scanner.dense = True
             return 0
         out.append(signal)
+        if rule.kind == "progress":  # the bar came first: what is glued after it follows it
+            self._read_glued(lineno, line, m, candidates, out)
         if rule.kind == "heartbeat":
             self._last_heartbeat = lineno
             return 1

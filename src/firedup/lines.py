@@ -20,6 +20,9 @@ _BARE_SGR = re.compile(r"\[[0-9][0-9;]*m")  # with a number: "[main.rs" is no co
 # stacked prefixes (docker timestamp + SGLang bracket, worker + vLLM level) peel
 # off in any order. Group "origin" names the writer, group "level" the level.
 _PREFIXES = [
+    # a log store's export of each line behind its time in epoch milli- or nanoseconds and a
+    # tab ("1779264164797\t", the ISO time and a tab after it, below)
+    re.compile(r"\d{13}(?:\d{6})?\t"),
     # a log console's columns, as pasted: "  | 2025-03-07T05:56:27.270Z | "
     re.compile(r"[\s\xa0]*\| \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z? \| "),
     # a log viewer's timestamp column, as copied from it: "2026-04-19 13:04:53.903 | "
@@ -121,10 +124,9 @@ _PREFIX, _PREFIX_GROUPS = _one_of(_PREFIXES)
 # --prefix" ("[pod/vllm-0/server] "), stern's pod and container ("vllm-7d9c6b5f4-x2k8p
 # vllm ": a Deployment's pod, by its two hashes) and kubetail's pod ("[vllm-7d9c6b5f4-x2k8p] ").
 # A file shown with its line numbers (cat -n: "    12\t"; a blank line, its number
-# alone) too, and a log store's export of each line behind its time in epoch milli- or
-# nanoseconds and a tab ("1779264164797\t", the ISO time and a tab after it). Only at the
-# very start: a message of the server's own may begin with a number and a colon.
-_COLLECTOR = re.compile(r"\d{1,4}: | *\d{1,7}\t|\d{13}(?:\d{6})?\t| +\d{1,7} $|(?P<origin>\[pod/[\w.-]+/[\w.-]+\]"
+# alone) too. Only at the very start: a message of the server's own may begin with a
+# number and a colon.
+_COLLECTOR = re.compile(r"\d{1,4}: | *\d{1,7}\t| +\d{1,7} $|(?P<origin>\[pod/[\w.-]+/[\w.-]+\]"
                         r"|\[?[a-z0-9][a-z0-9.-]*-[a-z0-9]{8,10}-[a-z0-9]{5}(?:\]| [a-z0-9][a-z0-9-]*)) ")
 # A markdown quote's marker, as a reply quoting a log puts it before every line
 # ("> ", nested "> > "), the line's own indent kept after it.
