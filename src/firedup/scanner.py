@@ -159,7 +159,7 @@ class Scanner:
         traceback came). Before its region, the tail's."""
         region, start, lineno = self._at
         first = lineno
-        for first, line in _lines_back(region[:start], lineno):
+        for first, line in _lines_back(region, lineno, start):  # no copy of the region
             yield first, line
         yield from reversed([item for item in self.tail if item[0] < first])
 
@@ -229,9 +229,9 @@ class Scanner:
         self.lineno = end_lineno
 
 
-def _lines_back(region: bytes, lineno: int) -> Iterator[tuple[int, bytes]]:
-    """The non-blank lines of a region whose end is on line ``lineno``, last one first."""
-    pos = len(region)
+def _lines_back(region: bytes, lineno: int, end: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of a region (up to ``end``) whose end is on line ``lineno``, last one first."""
+    pos = len(region) if end is None else end
     while True:
         end = pos
         while end and region[end - 1] in b" \t\r\n":
