@@ -142,9 +142,9 @@ def port_of(url: str | None) -> int | None:
     """The TCP port of a local URL, None for another host's."""
     if not url:
         return None
-    parts = _url.split(url)
+    parts, host = _url.split(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    return port if is_local(parts.hostname or "127.0.0.1") else None
+    return port if is_local(host) else None
 
 
 def held_by(holder: owners.Holder) -> tuple[str, str | None]:

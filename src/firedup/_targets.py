@@ -83,7 +83,7 @@ def _watch_for(target: str, follow: Follow, sinks: Sequence[Sink], cancel: threa
     if remote is not None:
         host, path = remote
         url = follow.url
-        if url and _url.split(url).path in ("", "/"):
+        if url and _url.split(url)[0].path in ("", "/"):
             pack = rules.load().packs.get(follow.server) if follow.server else None
             url = url.rstrip("/") + (pack.health if pack and pack.health else "/health")
         source = ssh.RemoteSource(host, path, pid=follow.pid, url=url, ssh_args=list(follow.ssh_args))

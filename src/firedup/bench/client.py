@@ -84,7 +84,7 @@ def receive(sock: socket.socket) -> tuple[bytes, float, float] | None:
 
 class Endpoint:
     def __init__(self, url: str, api_key: str | None = None):
-        parts = _url.split(url)
+        parts, self.host = _url.split(url)
         if parts.scheme != "http":
             raise InputError(f"only http:// servers can be measured: {url}")
         # A path is the API's base behind a gateway (http://gw/team-a: POST /team-a/v1/completions); a trailing
@@ -93,7 +93,6 @@ class Endpoint:
         if "/v1/" in f"{self.prefix}/" or parts.query:
             raise InputError(f"bench takes the server's base URL (http://host:port, or http://host/prefix behind a "
                              f"gateway), not an endpoint's: {url}")
-        self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or 80
         self.base = f"http://{parts.netloc}{self.prefix}"
         self.authority = parts.netloc

@@ -43,8 +43,7 @@ def address_of(host: str | None) -> str | None:
 class Prober:
     def __init__(self, url: str, path: str = "/health", interval: float = 0.5, timeout: float = 2.0,
                  fallback: str | None = "/v1/models", generate: bool = False):
-        parts = _url.split(url)
-        self.host = parts.hostname or "127.0.0.1"
+        parts, self.host = _url.split(url)
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.https = parts.scheme == "https"
         self.path = path
