@@ -318,8 +318,7 @@ def test_every_error_is_a_firedup_error_and_a_bug_shows_its_traceback(monkeypatc
 def test_numbers_out_of_range_are_refused_in_one_line(args, message):
     proc = run_cli(*args, "http://127.0.0.1:1")
     assert proc.returncode == 2
-    assert proc.stderr.decode().splitlines()[-1].endswith(f"error: {message}")
-    assert b"Traceback" not in proc.stderr
+    assert proc.stderr.decode() == f"firedup {args[0]}: error: {message} (see firedup {args[0]} --help)\n"
 
 
 def test_a_goodput_of_zero_and_a_run_id_past_sqlite_are_refused_in_one_line():
@@ -365,6 +364,33 @@ def test_a_binary_file_is_refused_in_one_line(tmp_path):
                                             "(NUL and control bytes in its first 8 KB)")
 
 
+@pytest.mark.parametrize("args, said", [
+    (["diagnose", "--bogus", "x.log"], "firedup diagnose: error: unrecognized arguments: --bogus "
+                                       "(see firedup diagnose --help)"),
+    (["watch", "x.log", "--stall", "abc"], "firedup watch: error: argument --stall: not a number of seconds: 'abc' "
+                                           "(see firedup watch --help)"),
+    (["nosuch"], "firedup: error: argument command: invalid choice: 'nosuch'"),
+])
+def test_a_usage_error_is_one_line_naming_the_commands_help(args, said):
+    proc = run_cli(*args)
+    assert proc.returncode == 2 and proc.stdout == b""
+    assert proc.stderr.decode().count("\n") == 1 and proc.stderr.decode().startswith(said)
+
+
+def test_watch_refuses_a_binary_or_gzipped_file_in_one_line_not_a_stall_of_its_bytes(tmp_path):
+    import gzip
+
+    proc = run_cli("watch", sys.executable, "--stall", "30")
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip() == (f"firedup: {sys.executable}: this is a binary file, not a log "
+                                            "(NUL and control bytes in its first 8 KB)")
+    packed = tmp_path / "server.log.1.gz"
+    packed.write_bytes(gzip.compress(b"INFO 10-01 22:24:54 [api_server.py:1896] vLLM API server version 0.10.2\n"))
+    proc = run_cli("watch", str(packed), "--stall", "30")
+    assert proc.returncode == 2 and proc.stderr.decode().count("\n") == 1
+    assert "gzip-compressed log" in proc.stderr.decode() and "firedup diagnose" in proc.stderr.decode()
+
+
 @pytest.mark.parametrize("log", ["llama-missing-model", "llama-ready"])
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
 def test_a_log_saved_as_utf16_with_its_bom_reads_as_the_same_log(tmp_path, log, encoding):
@@ -376,6 +402,9 @@ def test_a_log_saved_as_utf16_with_its_bom_reads_as_the_same_log(tmp_path, log, 
     expected = diagnose(FIXTURES / "captured" / f"{log}.log")
     verdict = diagnose(saved)
     assert (verdict.outcome, verdict.cause, verdict.evidence) == (expected.outcome, expected.cause, expected.evidence)
+    watched = json.loads(run_cli("watch", str(saved), "--stall", "5", "--json").stdout.splitlines()[-1])
+    assert (watched["outcome"], watched["cause"]) == (expected.outcome, expected.cause)
+    assert watched["evidence"]["line"] == expected.evidence["line"]
 
 
 def test_a_utf16_log_cut_inside_a_character_keeps_what_was_cut(tmp_path):

@@ -884,6 +884,26 @@ def test_with_a_process_known_the_quiet_period_does_not_apply():
     assert run.exit(1, at=21).cause == "cudnn_version"
 
 
+def test_log_only_start_stopped_from_outside_is_stalled_after_the_quiet_period_not_the_stall_window():
+    shards = "INFO 10-12 00:26:55 [weight_utils.py:1] Loading safetensors checkpoint shards:  50% 2/4\n"
+    stop = ('(APIServer pid=1) Traceback (most recent call last):\n'
+            '(APIServer pid=1)   File "api_server.py", line 1920, in signal_handler\n'
+            '(APIServer pid=1) KeyboardInterrupt: terminated\n')
+    run = Run(quiet=2.0, stall=300)
+    run.log(VLLM_START + shards, at=1)
+    assert run.log(stop, at=5) is None
+    run.idle(at=5.5)
+    assert run.judge.next_deadline() == 7.0
+    assert run.judge.decide(6.9) is None
+    v = run.judge.decide(7.0)
+    assert v.outcome == "stalled" and "stopped from outside" in v.explanation
+    assert v.evidence["line"] == shards.rstrip("\n")  # where it had got
+    known = Run(stall=300)  # quiet=None: a process known, its exit will tell
+    known.log(VLLM_START + shards + stop, at=1)
+    known.idle(at=1.5)
+    assert known.judge.decide(60) is None
+
+
 def test_a_calm_line_after_a_handled_exception_disarms_the_quiet_period():
     run = Run(quiet=2.0, stall=60, settle=0.5)
     run.log(VLLM_START + "ERROR 10-12 00:26:51 x.py:1] Traceback (most recent call last):\n"

@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import NoReturn
 
 from . import __version__
 from ._exceptions import InputError
@@ -191,8 +192,24 @@ def _ssh_options(p: argparse.ArgumentParser) -> None:
                    help="extra argument for ssh (repeatable; also FIREDUP_SSH_ARGS, e.g. '-F /path/config')")
 
 
-def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="firedup", description="Start, watch and diagnose LLM inference servers.")
+class _Parser(argparse.ArgumentParser):
+    """A usage error in one line, as any other bad input is said (the usage is --help's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_command_line(self, argv: list[str] | None) -> argparse.Namespace:
+        """parse_args, with an unknown argument said against its command, whose --help lists what it takes
+        (argparse says it on the top parser)."""
+        args, extras = self.parse_known_args(argv)
+        if extras:
+            prog = f"{self.prog} {args.command}"
+            self.exit(2, f"{prog}: error: unrecognized arguments: {' '.join(extras)} (see {prog} --help)\n")
+        return args
+
+
+def parser() -> _Parser:
+    parser = _Parser(prog="firedup", description="Start, watch and diagnose LLM inference servers.")
     parser.add_argument("--version", action="version", version=f"firedup {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -5,41 +5,20 @@ from __future__ import annotations
 import codecs
 import itertools
 import os
-import re
 import sys
 import zlib
 from collections.abc import Iterator
 from typing import BinaryIO, cast
 
 from ._exceptions import InputError
+from ._sniff import GZIP_MAGIC, UTF16_BOMS, not_a_log
 from .engine import Engine
 from .judge import Judge, Verdict
 from .ledger.memory import Memory
 from .ledger.store import Ledger
 
 CHUNK = 4 << 20
-# A file is taken for binary, not a log, when its first bytes hold a NUL and this
-# share of control bytes (a log's own are tabs, line ends and ANSI escapes).
-SNIFF_BYTES = 8000
-BINARY_SHARE = 0.1
-_CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\x1b") + b"\x7f"
-# A run of NULs is a hole, not content: a log truncated under a writer that kept
-# its offset (logrotate's copytruncate) starts over after one.
-_HOLE = re.compile(rb"\x00{16,}")
-GZIP_MAGIC = b"\x1f\x8b"
-# A safetensors file opens on its JSON header's length (8 bytes, little-endian, at
-# most 100 MB: NULs no text has) and the header, text enough to pass for a log.
-SAFETENSORS_MAX_HEADER = 100 << 20
 GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib reads the gzip header and trailer itself
-
-
-def _binary(head: bytes) -> bool:
-    head = _HOLE.sub(b"", head[:SNIFF_BYTES])
-    return b"\x00" in head and sum(head.count(c) for c in _CONTROL) > BINARY_SHARE * len(head)
-
-
-def _safetensors(head: bytes) -> bool:
-    return head[8:10] == b'{"' and int.from_bytes(head[:8], "little") <= SAFETENSORS_MAX_HEADER
 
 
 def _chunks(stream: BinaryIO, limit: int | None) -> Iterator[bytes]:
@@ -92,13 +71,11 @@ def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | No
     for chunk in chunks:
         if not chunk:
             continue
-        if first and chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        if first and chunk.startswith(UTF16_BOMS):
             # Windows PowerShell 5 writes a redirected program's output (llama-server > log.txt) as UTF-16
             utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
-        elif first and _safetensors(chunk):
-            raise InputError("this is a safetensors weight file, not a log")
-        elif first and _binary(chunk):
-            raise InputError("this is a binary file, not a log (NUL and control bytes in its first 8 KB)")
+        elif first and (refused := not_a_log(chunk)):
+            raise InputError(refused)
         first = False
         if utf16 is not None:
             chunk = utf16.decode(chunk).encode()

@@ -326,7 +326,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = options.parser().parse_args(argv)
+    args = options.parser().parse_command_line(argv)
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:

@@ -14,7 +14,8 @@ Rules for the outcome:
   a later phase, moving progress or ready clears them (a bar's first reading,
   even in a phase it begins, has not moved);
 - with no process known (a log watched alone), an exception followed by
-  ``quiet`` seconds of silence is ``failed``: nothing else will say so. A later
+  ``quiet`` seconds of silence is ``failed``, and a start stopped from outside
+  followed by that silence ``stalled``: nothing else will say so. A later
   calm line (INFO or DEBUG, not a heartbeat, not a shutdown line) shows the
   server went on, and disarms that; the stall window still applies;
 - a stall window that passes with an exception pending is ``failed`` (what
@@ -861,6 +862,8 @@ class Judge:
                 return self._verdict("ready", now, self._evidence_of(self._ready_line()))
         elif self.candidates and (now - self.pending_since >= self.grace or self._quiet_after_exception(now)):
             return self._failure(now)
+        elif self._quiet_after_stop(now):
+            return self._stalled(now, self._evidence_of(self._before_stop()))
         if self.timeout is not None and now - self.started >= self.timeout and self.phase == "queued":
             # (a requeued job may wait before the scheduler gave a reason)
             return self._verdict("timeout", now, self._evidence_of(self.queued) if self.queued else self._last_said(),
@@ -916,7 +919,7 @@ class Judge:
                 times.append(self.ready_at + self.confirm)
             elif self.confirm is None and self._settles(self.ready):
                 times.append(self.ready_at + self.settle)
-        elif self.candidates and self.quiet is not None:
+        elif (self.candidates or self.stopped is not None) and self.quiet is not None:
             times.append(self.last_line_at + self.quiet)
         return min(times) if times else None
 
@@ -945,6 +948,11 @@ class Judge:
             return False
         went_on = self._calm_lineno > max(c.lineno for c in self.candidates) and not self._stopping
         return not went_on
+
+    def _quiet_after_stop(self, now: float) -> bool:
+        # with no process to exit, a start stopped from outside says all it will once its shutdown is written
+        return (self.stopped is not None and not self.candidates and self.quiet is not None
+                and now - self.last_line_at >= self.quiet)
 
     def finish(self, now: float = 0.0) -> Verdict:
         """The verdict on a finished log: no more lines will come."""

@@ -8,6 +8,7 @@ let the judge's deadlines pass."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import selectors
@@ -22,6 +23,7 @@ from dataclasses import replace
 from typing import Any, BinaryIO
 
 from ._exceptions import InputError, SSHError
+from ._sniff import GZIP_MAGIC, UTF16_BOMS, not_a_log
 from .defaults import CONFIRM, GRACE, IDLE, QUIET, SETTLE, STALL
 from .engine import Engine
 from .judge import Judge, Verdict
@@ -120,6 +122,8 @@ class Watch:
         self._last_line = ""
         self._last_data = self.started
         self._idle = True  # nothing read since the last idle flush
+        self._sniffed = False  # the log's first bytes were looked at: text, not a binary file
+        self._utf16: codecs.IncrementalDecoder | None = None  # the log is UTF-16 (it began with its BOM)
         self._owner_cache: tuple[frozenset[str], tuple[str, str | None]] | None = None
         self._writer_input: str | None = None  # the pipe the log's writer reads (server | tee log), when one was found
         self._scanned: tuple[int, int] | None = None  # the log (inode, size) when its writer was last looked for
@@ -320,6 +324,14 @@ class Watch:
     def _read(self, now: float) -> None:
         if self.follower is not None:
             data = self.follower.read()
+            if data and not self._sniffed:
+                self._sniffed = True
+                self._refuse_if_not_a_log(data)
+                if data.startswith(UTF16_BOMS):
+                    # Windows PowerShell 5 writes a redirected program's output (llama-server > log.txt) as UTF-16
+                    self._utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
+            if data and self._utf16 is not None:
+                data = self._utf16.decode(data).encode()
             if data:
                 self._data(data, now)
         if self.stream is not None and (self._stream_ready or self._stream_always_ready):
@@ -330,6 +342,18 @@ class Watch:
             else:  # standard input ended: the log is finished
                 self._close_input(now)
                 self.stream = None
+
+    def _refuse_if_not_a_log(self, head: bytes) -> None:
+        """The file's first bytes (from its start: a given offset is the caller's word it is a log)."""
+        assert self.follower is not None
+        if self.follower.start_offset:
+            return
+        if head.startswith(GZIP_MAGIC):
+            raise InputError(f"{self.follower.path}: this is a gzip-compressed log, which no server is still "
+                             f"writing: read it with firedup diagnose")
+        refused = not_a_log(head)
+        if refused:
+            raise InputError(f"{self.follower.path}: {refused}")
 
     def _close_input(self, now: float) -> None:
         self._feed(self.engine.close(), now)

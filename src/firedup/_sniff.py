@@ -1,0 +1,41 @@
+"""What a file's first bytes say it is, when that is not a text log."""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+# A file is taken for binary, not a log, when its first bytes hold a NUL and this
+# share of control bytes (a log's own are tabs, line ends and ANSI escapes).
+SNIFF_BYTES = 8000
+BINARY_SHARE = 0.1
+_CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\x1b") + b"\x7f"
+# A run of NULs is a hole, not content: a log truncated under a writer that kept
+# its offset (logrotate's copytruncate) starts over after one.
+_HOLE = re.compile(rb"\x00{16,}")
+GZIP_MAGIC = b"\x1f\x8b"
+UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+# A safetensors file opens on its JSON header's length (8 bytes, little-endian, at
+# most 100 MB: NULs no text has) and the header, text enough to pass for a log.
+SAFETENSORS_MAX_HEADER = 100 << 20
+
+
+def _binary(head: bytes) -> bool:
+    head = _HOLE.sub(b"", head[:SNIFF_BYTES])
+    return b"\x00" in head and sum(head.count(c) for c in _CONTROL) > BINARY_SHARE * len(head)
+
+
+def _safetensors(head: bytes) -> bool:
+    return head[8:10] == b'{"' and int.from_bytes(head[:8], "little") <= SAFETENSORS_MAX_HEADER
+
+
+def not_a_log(head: bytes) -> str | None:
+    """Why a file whose first bytes are ``head`` is no log (None: it may be one).
+    UTF-16 text (after its byte-order mark) is a log, though it holds NULs."""
+    if head.startswith(UTF16_BOMS):
+        return None
+    if _safetensors(head):
+        return "this is a safetensors weight file, not a log"
+    if _binary(head):
+        return "this is a binary file, not a log (NUL and control bytes in its first 8 KB)"
+    return None
