@@ -1373,6 +1373,9 @@ def test_a_stop_from_outside_before_ready_is_incomplete():
     # multiprocessing names the child above its traceback
     "(EngineCore pid=3408798) Process EngineCore:\n(EngineCore pid=3408798) Traceback (most recent call last):\n"
     "(EngineCore pid=3408798)   File \"x.py\", line 9, in run\n(EngineCore pid=3408798) KeyboardInterrupt\n",
+    # a warning an import printed just before, with the source line Python echoes under it
+    "/v/messages.py:74: FutureWarning: ImageChunk has moved to 'mistral_common.protocol.instruct.chunk'.\n"
+    "  warnings.warn(msg, FutureWarning)\n^CTraceback (most recent call last):\n  File \"x.py\", line 9\nKeyboardInterrupt\n",
 ])
 def test_a_start_stopped_from_outside_got_to_the_line_before_the_stop(stop):
     """The line before the stop (or before the traceback it ends) is where the

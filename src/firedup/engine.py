@@ -43,6 +43,8 @@ _GLUED = re.compile(r"[^\]\n]*\](?P<rest>.*\S.*)$")
 _WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s")
 # multiprocessing's line above a child's traceback: "Process EngineCore:", "Process SpawnProcess-1:"
 _PROCESS_HEADER = re.compile(r"Process [\w.-]+:")
+# Python's warnings module: "path/to/module.py:74: FutureWarning: ...", its source line echoed under it
+_PY_WARNING = re.compile(r"\S\.py:\d+: \w*Warning: ")
 _BARE_ASSERT = re.compile(r"(?:\w+\.)*AssertionError:?\s*$")
 # pydantic's ValidationError: its line names the model, the indented lines under
 # it each field's error ("  Value error, max_batch_size [2048] is greater than ...").
@@ -341,11 +343,21 @@ class Engine:
                 self._stop_before[lineno] = before
 
     def _line_before(self) -> tuple[int, str] | None:
-        for lineno, raw in itertools.islice(self.scanner.lines_before(), 2):
+        echoed = None  # an indented line: the source line Python echoes under a warning, if one is above it
+        for lineno, raw in itertools.islice(self.scanner.lines_before(), 4):
             line = lines.parse(raw.decode("utf-8", "replace"))
-            if not _PROCESS_HEADER.fullmatch(line.message):  # the traceback's own first line
-                return lineno, line.text
-        return None
+            if _PROCESS_HEADER.fullmatch(line.message):  # the traceback's own first line
+                continue
+            if _PY_WARNING.search(line.message):  # a warning an import printed, not where the start had got
+                echoed = None
+                continue
+            if echoed is not None:
+                return echoed
+            if line.message[:1].isspace():
+                echoed = lineno, line.text
+                continue
+            return lineno, line.text
+        return echoed
 
     def _settle_family(self) -> None:
         """Stop looking for another family (detect lines no longer scanned)."""
