@@ -1376,6 +1376,9 @@ def test_a_stop_from_outside_before_ready_is_incomplete():
     # a warning an import printed just before, with the source line Python echoes under it
     "/v/messages.py:74: FutureWarning: ImageChunk has moved to 'mistral_common.protocol.instruct.chunk'.\n"
     "  warnings.warn(msg, FutureWarning)\n^CTraceback (most recent call last):\n  File \"x.py\", line 9\nKeyboardInterrupt\n",
+    # a notebook cell interrupted: IPython's rule, header and frames, its KeyboardInterrupt with no message
+    "-" * 75 + "\nKeyboardInterrupt                         Traceback (most recent call last)\nCell In[1], line 76\n"
+    "---> 76 res = run_vllm(batch_size)\n\nKeyboardInterrupt: \n",
 ])
 def test_a_start_stopped_from_outside_got_to_the_line_before_the_stop(stop):
     """The line before the stop (or before the traceback it ends) is where the

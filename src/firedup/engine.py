@@ -43,6 +43,8 @@ _GLUED = re.compile(r"[^\]\n]*\](?P<rest>.*\S.*)$")
 _WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s")
 # multiprocessing's line above a child's traceback: "Process EngineCore:", "Process SpawnProcess-1:"
 _PROCESS_HEADER = re.compile(r"Process [\w.-]+:")
+# the rule IPython draws above a traceback in a notebook's output
+_IPYTHON_RULE = re.compile(r"-{20,}")
 # Python's warnings module: "path/to/module.py:74: FutureWarning: ...", its source line echoed under it
 _PY_WARNING = re.compile(r"\S\.py:\d+: \w*Warning: ")
 _BARE_ASSERT = re.compile(r"(?:\w+\.)*AssertionError:?\s*$")
@@ -346,8 +348,8 @@ class Engine:
         echoed = None  # an indented line: the source line Python echoes under a warning, if one is above it
         for lineno, raw in itertools.islice(self.scanner.lines_before(), 4):
             line = lines.parse(raw.decode("utf-8", "replace"))
-            if _PROCESS_HEADER.fullmatch(line.message):  # the traceback's own first line
-                continue
+            if _PROCESS_HEADER.fullmatch(line.message) or _IPYTHON_RULE.fullmatch(line.message):
+                continue  # the traceback's own first line
             if _PY_WARNING.search(line.message):  # a warning an import printed, not where the start had got
                 echoed = None
                 continue
