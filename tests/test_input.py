@@ -377,6 +377,22 @@ def test_a_usage_error_is_one_line_naming_the_commands_help(args, said):
     assert proc.stderr.decode().count("\n") == 1 and proc.stderr.decode().startswith(said)
 
 
+def test_a_device_is_refused_in_one_line_not_read_for_ever():
+    proc = run_cli("diagnose", "/dev/zero", timeout=20)
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == "firedup: /dev/zero is a device, not a log (a log on standard input: firedup diagnose -)\n"
+
+
+def test_watch_refuses_binary_or_gzipped_standard_input_in_one_line(tmp_path):
+    import gzip
+
+    proc = run_cli("watch", "-", "--stall", "30", stdin=Path(sys.executable).read_bytes()[:100_000])
+    assert proc.returncode == 2 and proc.stderr.decode().endswith(
+        "firedup: standard input: this is a binary file, not a log (NUL and control bytes in its first 8 KB)\n")
+    proc = run_cli("watch", "-", "--stall", "30", stdin=gzip.compress(b"INFO 10-01 22:24:54 [api_server.py:1] x\n"))
+    assert proc.returncode == 2 and proc.stderr.decode().count("\n") == 1 and "gzip-compressed" in proc.stderr.decode()
+
+
 def test_watch_refuses_a_binary_or_gzipped_file_in_one_line_not_a_stall_of_its_bytes(tmp_path):
     import gzip
 

@@ -148,8 +148,8 @@ def test_watch_usage_errors(tmp_path):
         assert proc.returncode == 2 and proc.stderr.decode() == f"firedup: no process {pid}\n"
     for pid in ("-1", "0"):
         proc = run_cli("watch", "--pid", pid, "--stall", "5", str(tmp_path / "x.log"))
-        assert proc.returncode == 2 and proc.stderr.decode() == (f"firedup watch: error: argument --pid: must be 1 or more, "
-                                                                 f"not {pid} (see firedup watch --help)\n")
+        said = f"firedup watch: error: argument --pid: must be 1 or more, not {pid} (see firedup watch --help)\n"
+        assert proc.returncode == 2 and proc.stderr.decode() == said
     for seconds in ("0", "-1", "nan", "soon"):  # NaN would be a deadline that never passes
         proc = run_cli("watch", "--stall", seconds, str(tmp_path / "x.log"))
         assert proc.returncode == 2 and "--stall" in proc.stderr.decode(), (seconds, proc.stderr)

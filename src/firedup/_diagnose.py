@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import itertools
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
@@ -109,8 +110,11 @@ def _read(source: str | os.PathLike | BinaryIO, server: str | None) -> Verdict:
     name = os.fspath(source)
     try:
         with open(name, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # /dev/zero would be read for ever
+                raise InputError(f"{name} is a device, not a log (a log on standard input: firedup diagnose -)")
             # A regular file may still be growing: read what is there now.
-            limit = os.fstat(f.fileno()).st_size if os.path.isfile(name) else None
+            limit = os.fstat(f.fileno()).st_size if stat.S_ISREG(mode) else None
             try:
                 return diagnose_stream(f, server, limit)
             except InputError as e:

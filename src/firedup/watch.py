@@ -326,7 +326,8 @@ class Watch:
             data = self.follower.read()
             if data and not self._sniffed:
                 self._sniffed = True
-                self._refuse_if_not_a_log(data)
+                if not self.follower.start_offset:
+                    self._refuse_if_not_a_log(data, self.follower.path)
                 if data.startswith(UTF16_BOMS):
                     # Windows PowerShell 5 writes a redirected program's output (llama-server > log.txt) as UTF-16
                     self._utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
@@ -337,23 +338,23 @@ class Watch:
         if self.stream is not None and (self._stream_ready or self._stream_always_ready):
             self._stream_ready = False
             data = os.read(self.stream.fileno(), 1 << 20)
+            if data and not self._sniffed:
+                self._sniffed = True
+                self._refuse_if_not_a_log(data, "standard input")
             if data:
                 self._data(data, now)
             else:  # standard input ended: the log is finished
                 self._close_input(now)
                 self.stream = None
 
-    def _refuse_if_not_a_log(self, head: bytes) -> None:
-        """The file's first bytes (from its start: a given offset is the caller's word it is a log)."""
-        assert self.follower is not None
-        if self.follower.start_offset:
-            return
+    def _refuse_if_not_a_log(self, head: bytes, name: str) -> None:
+        """The input's first bytes (a file's from its start: a given offset is the caller's word it is a log)."""
         if head.startswith(GZIP_MAGIC):
-            raise InputError(f"{self.follower.path}: this is a gzip-compressed log, which no server is still "
+            raise InputError(f"{name}: this is a gzip-compressed log, which no server is still "
                              f"writing: read it with firedup diagnose")
         refused = not_a_log(head)
         if refused:
-            raise InputError(f"{self.follower.path}: {refused}")
+            raise InputError(f"{name}: {refused}")
 
     def _close_input(self, now: float) -> None:
         self._feed(self.engine.close(), now)
