@@ -380,7 +380,8 @@ def test_a_usage_error_is_one_line_naming_the_commands_help(args, said):
 def test_a_device_is_refused_in_one_line_not_read_for_ever():
     proc = run_cli("diagnose", "/dev/zero", timeout=20)
     assert proc.returncode == 2
-    assert proc.stderr.decode() == "firedup: /dev/zero is a device, not a log (a log on standard input: firedup diagnose -)\n"
+    assert proc.stderr.decode() == ("firedup: /dev/zero is a device, not a log "
+                                    "(a log on standard input: firedup diagnose -)\n")
 
 
 def test_watch_refuses_binary_or_gzipped_standard_input_in_one_line(tmp_path):
