@@ -422,6 +422,11 @@ def test_a_log_saved_as_utf16_with_its_bom_reads_as_the_same_log(tmp_path, log, 
     watched = json.loads(run_cli("watch", str(saved), "--stall", "5", "--json").stdout.splitlines()[-1])
     assert (watched["outcome"], watched["cause"]) == (expected.outcome, expected.cause)
     assert watched["evidence"]["line"] == expected.evidence["line"]
+    piped = run_cli("watch", "-", "--stall", "5", "--json", stdin=saved.read_bytes())
+    plain = run_cli("watch", "-", "--stall", "5", "--json", stdin=text.encode())
+    got, want = (json.loads(proc.stdout.splitlines()[-1]) for proc in (piped, plain))
+    assert (got["outcome"], got["cause"], got["evidence"]["line"]) == \
+        (want["outcome"], want["cause"], want["evidence"]["line"])
 
 
 def test_a_utf16_log_cut_inside_a_character_keeps_what_was_cut(tmp_path):

@@ -110,11 +110,11 @@ def _read(source: str | os.PathLike | BinaryIO, server: str | None) -> Verdict:
     name = os.fspath(source)
     try:
         with open(name, "rb") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # /dev/zero would be read for ever
+            st = os.fstat(f.fileno())
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):  # /dev/zero would be read for ever
                 raise InputError(f"{name} is a device, not a log (a log on standard input: firedup diagnose -)")
             # A regular file may still be growing: read what is there now.
-            limit = os.fstat(f.fileno()).st_size if stat.S_ISREG(mode) else None
+            limit = st.st_size if stat.S_ISREG(st.st_mode) else None
             try:
                 return diagnose_stream(f, server, limit)
             except InputError as e:

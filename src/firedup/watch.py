@@ -323,38 +323,32 @@ class Watch:
 
     def _read(self, now: float) -> None:
         if self.follower is not None:
-            data = self.follower.read()
-            if data and not self._sniffed:
-                self._sniffed = True
-                if not self.follower.start_offset:
-                    self._refuse_if_not_a_log(data, self.follower.path)
-                if data.startswith(UTF16_BOMS):
-                    # Windows PowerShell 5 writes a redirected program's output (llama-server > log.txt) as UTF-16
-                    self._utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
-            if data and self._utf16 is not None:
-                data = self._utf16.decode(data).encode()
+            # from a given offset, the caller's word that it is a log: nothing to check
+            data = self._as_text(self.follower.read(), None if self.follower.start_offset else self.follower.path)
             if data:
                 self._data(data, now)
         if self.stream is not None and (self._stream_ready or self._stream_always_ready):
             self._stream_ready = False
-            data = os.read(self.stream.fileno(), 1 << 20)
-            if data and not self._sniffed:
-                self._sniffed = True
-                self._refuse_if_not_a_log(data, "standard input")
+            data = self._as_text(os.read(self.stream.fileno(), 1 << 20), "standard input")
             if data:
                 self._data(data, now)
             else:  # standard input ended: the log is finished
                 self._close_input(now)
                 self.stream = None
 
-    def _refuse_if_not_a_log(self, head: bytes, name: str) -> None:
-        """The input's first bytes (a file's from its start: a given offset is the caller's word it is a log)."""
-        if head.startswith(GZIP_MAGIC):
-            raise InputError(f"{name}: this is a gzip-compressed log, which no server is still "
-                             f"writing: read it with firedup diagnose")
-        refused = not_a_log(head)
-        if refused:
-            raise InputError(f"{name}: {refused}")
+    def _as_text(self, data: bytes, name: str | None) -> bytes:
+        """The input's bytes as the engine reads them: its first bytes checked to be a log's (``name``: what
+        to call it when they are not; None: not checked), UTF-16 decoded."""
+        if data and not self._sniffed:
+            self._sniffed = True
+            refused = "this is a gzip-compressed log, which no server is still writing: read it with firedup " \
+                "diagnose" if data.startswith(GZIP_MAGIC) else not_a_log(data)
+            if refused and name is not None:
+                raise InputError(f"{name}: {refused}")
+            if data.startswith(UTF16_BOMS):
+                # Windows PowerShell 5 writes a redirected program's output (llama-server > log.txt) as UTF-16
+                self._utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        return self._utf16.decode(data).encode() if data and self._utf16 is not None else data
 
     def _close_input(self, now: float) -> None:
         self._feed(self.engine.close(), now)
