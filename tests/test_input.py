@@ -382,6 +382,20 @@ def test_a_device_is_refused_in_one_line_not_read_for_ever():
     assert proc.returncode == 2
     assert proc.stderr.decode() == ("firedup: /dev/zero is a device, not a log "
                                     "(a log on standard input: firedup diagnose -)\n")
+    # watch read /dev/zero into memory until the kernel killed it
+    proc = run_cli("watch", "/dev/zero", "--stall", "3", timeout=20)
+    assert proc.returncode == 2 and proc.stderr.decode() == "firedup: /dev/zero is a device, not a log\n"
+    for command in (["diagnose", "-"], ["watch", "-", "--stall", "3"]):
+        with open("/dev/zero", "rb") as zeros:
+            proc = subprocess.run([sys.executable, "-m", "firedup", *command], stdin=zeros, capture_output=True,
+                                  timeout=20)
+        assert proc.returncode == 2 and proc.stderr.decode() == "firedup: standard input is a device, not a log\n"
+    assert run_cli("diagnose", "/dev/null").returncode == 5  # the null device reads as an empty log
+
+
+def test_watch_of_an_empty_target_says_so_not_reads_standard_input():
+    proc = run_cli("watch", "", "--stall", "3", stdin=b"INFO 10-01 22:24:54 [api_server.py:1] x\n")
+    assert proc.returncode == 2 and proc.stderr.decode() == "firedup: no log given: a path, or - for standard input\n"
 
 
 def test_watch_refuses_binary_or_gzipped_standard_input_in_one_line(tmp_path):

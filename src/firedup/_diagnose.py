@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import BinaryIO, cast
 
 from ._exceptions import InputError
-from ._sniff import GZIP_MAGIC, UTF16_BOMS, not_a_log
+from ._sniff import GZIP_MAGIC, UTF16_BOMS, is_device, not_a_log
 from .engine import Engine
 from .judge import Judge, Verdict
 from .ledger.memory import Memory
@@ -106,13 +106,15 @@ def _read(source: str | os.PathLike | BinaryIO, server: str | None) -> Verdict:
     if hasattr(source, "read"):
         return diagnose_stream(cast(BinaryIO, source), server)
     if str(source) == "-":
+        if is_device(sys.stdin.fileno()):
+            raise InputError("standard input is a device, not a log")
         return diagnose_stream(sys.stdin.buffer, server)
     name = os.fspath(source)
     try:
         with open(name, "rb") as f:
-            st = os.fstat(f.fileno())
-            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):  # /dev/zero would be read for ever
+            if is_device(f.fileno()) or os.isatty(f.fileno()):
                 raise InputError(f"{name} is a device, not a log (a log on standard input: firedup diagnose -)")
+            st = os.fstat(f.fileno())
             # A regular file may still be growing: read what is there now.
             limit = st.st_size if stat.S_ISREG(st.st_mode) else None
             try:

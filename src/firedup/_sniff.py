@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import codecs
+import os
 import re
+import stat
 
 # A file is taken for binary, not a log, when its first bytes hold a NUL and this
 # share of control bytes (a log's own are tabs, line ends and ANSI escapes).
@@ -39,3 +41,15 @@ def not_a_log(head: bytes) -> str | None:
     if _binary(head):
         return "this is a binary file, not a log (NUL and control bytes in its first 8 KB)"
     return None
+
+
+def is_device(what: int | str) -> bool:
+    """Whether a path or an open descriptor is a character or block device (/dev/zero: read for ever, never a
+    log). Not /dev/null (an empty log), nor a terminal on a descriptor (standard input a user pastes a log into)."""
+    try:
+        st = os.stat(what)
+    except OSError:  # no such path yet: watch waits for it
+        return False
+    if stat.S_ISCHR(st.st_mode) and st.st_rdev == os.stat(os.devnull).st_rdev:
+        return False
+    return (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)) and not (isinstance(what, int) and os.isatty(what))

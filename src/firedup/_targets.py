@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from . import _url, rules, slurm
 from ._exceptions import FiredupError, InputError
+from ._sniff import is_device
 from .defaults import GRACE, QUIET, STALL
 from .judge import Verdict
 from .ledger.memory import Memory
@@ -91,8 +92,12 @@ def _watch_for(target: str, follow: Follow, sinks: Sequence[Sink], cancel: threa
                      grace=follow.grace, sinks=sinks, cancel=cancel, quiet=follow.quiet)
     if follow.pid is not None and not process.pid_exists(follow.pid):
         raise InputError(f"no process {follow.pid}")
+    if not target:
+        raise InputError("no log given: a path, or - for standard input")
     if target != "-" and os.path.isdir(target):
         raise InputError(f"cannot watch {target}: is a directory")
+    if is_device(sys.stdin.fileno() if target == "-" else target):  # /dev/zero would fill the memory
+        raise InputError(f"{'standard input' if target == '-' else target} is a device, not a log")
     return Watch(log=None if target == "-" else target, stream=sys.stdin.buffer if target == "-" else None,
                  server=follow.server, pid=follow.pid, url=follow.url, stall=follow.stall, timeout=follow.timeout,
                  grace=follow.grace, sinks=sinks, probe_generate=follow.probe_generate, cancel=cancel,
