@@ -89,6 +89,37 @@ def test_a_log_ending_as_its_http_server_starts_is_ready_unless_the_process_exit
     assert v.outcome == "ready" and v.evidence["line"].endswith("Route: /tokenize, Methods: POST")
 
 
+def test_an_offline_engine_whose_log_ends_as_it_finished_starting_is_ready_only_once_finished():
+    # vllm.LLM in a notebook: its saved output stops as the engine is up, before any prompt
+    engine = ("INFO 06-06 13:03:08 [core.py:65] Initializing a V1 LLM engine (v0.9.0.1) with config: "
+              "model='../llama-3-8b', speculative_config=None, tokenizer='../llama-3-8b'\n"
+              "INFO 06-06 13:03:20 [default_loader.py:262] Loading weights took 5.12 seconds\n"
+              "INFO 06-06 13:03:35 [kv_cache_utils.py:640] Maximum concurrency for 8,192 tokens per request: 4.49x\n")
+    up = "INFO 06-06 13:03:54 [core.py:167] init engine (profile, create kv cache, warmup model) took 43.59 seconds\n"
+    run = Run()
+    run.log(engine + up)
+    v = run.finish()
+    assert v.outcome == "ready" and "init engine" in v.evidence["line"]
+    assert v.notes and "an offline engine" in v.notes[0]
+    run = Run(stall=60)  # watched live: silence there is a start that hangs
+    run.log(engine + up, at=1)
+    assert run.judge.decide(62).outcome == "stalled"
+    run = Run()  # an API server's engine: its HTTP server was still to come
+    run.log(VLLM_START + engine + up)
+    assert run.finish().outcome == "incomplete"
+    run = Run()  # a window that begins after the engine's start: whatever runs it may hang there
+    run.log(up)
+    assert run.finish().outcome == "incomplete"
+    run = Run()  # start-up went on after it (CUDA graphs still to capture)
+    run.log(engine.replace("Maximum concurrency for 8,192 tokens per request: 4.49x",
+                           "# GPU blocks: 979, # CPU blocks: 2048")
+            + "INFO 06-06 13:03:36 model_runner.py:1008] Capturing the model for CUDA graphs.\n")
+    assert run.finish().outcome == "incomplete"
+    run = Run()
+    run.log(engine + up)
+    assert run.exit(1, at=2).outcome == "failed"
+
+
 def test_an_sglang_log_ending_in_its_own_warm_up_is_ready_only_once_finished():
     # a window pasted after SGLang's HTTP server came up, ending in its warm-up
     # request (before the fired-up line): the server was up

@@ -498,6 +498,8 @@ class Judge:
         self.last_phase: Signal | None = None  # the last line that moved the phase
         self.last_setup: Signal | None = None  # the last phase or config line (no progress bar)
         self.up: Signal | None = None  # the first line saying the HTTP server is up, before ready
+        self.engine_began: Signal | None = None  # the engine's own start (its configuration)
+        self.frontend = False  # a line only an HTTP front end prints was read: not an offline engine
         self.owner: str | None = None  # who holds the probed port: tree, foreign, unknown, unchecked
         self.holder: str | None = None  # the process holding it, as the probe described it
         # A health answer with no process to tie the port to, and when: it stands once the log
@@ -615,6 +617,8 @@ class Judge:
                 self.last_phase = s
             if kind in ("phase", "config"):
                 self.last_setup = s
+            self.engine_began = self.engine_began or (s if s.rule.engine_start else None)
+            self.frontend = self.frontend or s.rule.frontend or s.rule.phase == "http"
         if s.rule is not None and s.rule.up and self.ready is None and self.up is None:
             self.up = s  # the first: vLLM's route list follows its "Starting vLLM API server"
         if s.rule is not None and s.rule.phase:
@@ -965,6 +969,8 @@ class Judge:
             return self._verdict("ready", now, self._evidence_of(self.first_request))
         if self._ended_up() or self._ended_warming_up():
             return self._verdict("ready", now, self._evidence_of(self.up))
+        if self._ended_engine_up():
+            return self._verdict("ready", now, self._evidence_of(self.last_setup))
         if self.failed_runs:
             return self._restarted_after(_first_of_loop(self.failed_runs))
         if self.stopped is not None:
@@ -1017,6 +1023,19 @@ class Judge:
         return self.ready is None and self.stopped is None and self.exit_code is None \
             and self.up is not None and self.up.rule is not None and self.up.rule.warmup_follows \
             and self.phase in ("warmup", "http") and self.before_shutdown is None
+
+    def _ended_engine_up(self) -> bool:
+        """Whether a finished log is an offline engine's (vllm.LLM, sgl.Engine in
+        a notebook: it shows the engine's own start and no line of an HTTP front
+        end) that ends on the engine's word that it finished starting, with
+        nothing failing and nothing after it: its saved output stops where the
+        engine was up, before any prompt. Not a window that begins after the
+        engine's start (a wrapper's front end may be what hangs there), and only
+        for a finished log: watched live, silence there is a start that hangs."""
+        return self.ready is None and self.stopped is None and self.exit_code is None and self.up is None \
+            and not self.frontend and self.engine_began is not None and self.before_shutdown is None \
+            and self.last_setup is not None and self.last_setup.rule is not None and self.last_setup.rule.engine_up \
+            and self.last_startup is self.last_setup and self.last_setup.lineno > self.engine_began.lineno
 
     def _ready_line(self) -> Signal:
         """The ready verdict's evidence: the ready line, or for a ready proven
@@ -1366,6 +1385,9 @@ class Judge:
         if outcome == "ready" and self.ready is None and self._ended_warming_up():
             return ["the log ends after the HTTP server came up, during the server's own warm-up and before "
                     "its ready line, with nothing failing: check the health endpoint"]
+        if outcome == "ready" and self.ready is None and self._ended_engine_up():
+            return ["an offline engine (no HTTP server in its log): the log ends as the engine finished starting, "
+                    "with nothing failing and no prompt run yet; whether it then served is not in the log"]
         if outcome == "ready" and self.ready is None:
             return ["the log ends as the HTTP server started, with no ready line of its own (a logging config "
                     "may send uvicorn's lines elsewhere): check the health endpoint"]

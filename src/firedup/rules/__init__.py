@@ -100,6 +100,13 @@ class Rule:
     # The end of an offline run's batch (no HTTP server, no ready line): its engine
     # was up; the evidence is the last start-up line before it.
     offline: bool = False
+    # An offline engine's start (vllm.LLM and sgl.Engine in a notebook print no HTTP server):
+    # ``engine_start``: its own configuration, where the engine began; ``engine_up``: its
+    # word that it finished starting; ``frontend``: a line only an HTTP front end prints
+    # ("vLLM API server version"), which says the log is a server's, not an offline engine's.
+    engine_start: bool = False
+    engine_up: bool = False
+    frontend: bool = False
     # A line that begins a request's error (uvicorn's "Exception in ASGI
     # application"): the failures after it are that request's, which the server
     # survives. A window of nothing else is a server that takes requests.
@@ -159,7 +166,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "start_after_end", "ends", "before_bind", "consequence",
                               "arose", "stack", "stop_when_ready", "gated", "frame", "examples", "served", "up",
-                              "after", "request", "offline", "until_ready", "warmup_follows"}
+                              "after", "request", "offline", "until_ready", "warmup_follows",
+                              "engine_start", "engine_up", "frontend"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -204,6 +212,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             served=bool(raw.get("served", False)), up=bool(raw.get("up", False)), after=after,
             warmup_follows=bool(raw.get("warmup_follows", False)),
             request=bool(raw.get("request", False)), offline=bool(raw.get("offline", False)),
+            engine_start=bool(raw.get("engine_start", False)), engine_up=bool(raw.get("engine_up", False)),
+            frontend=bool(raw.get("frontend", False)),
             gated=bool(raw.get("gated", True)),
             frame=_compile(frame, where) if frame is not None else None,
             examples=examples,
