@@ -1,4 +1,5 @@
-"""How fast `firedup diagnose` reads a big log, beside `grep -E -c` on the same file.
+"""How fast `firedup diagnose` (and `watch`, following the same finished file) reads a big log, beside
+`grep -E -c` on the same file.
 
 Generates (once) a realistic vLLM log of at least --size-mb MB: a real start-up
 captured from vLLM 0.32 (CPU), then hours of request traffic (access lines,
@@ -103,7 +104,7 @@ def measure(argv: list[str]) -> tuple[float, float, str]:
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         text = out.read().decode(errors="replace").strip().splitlines()
-    return wall, usage.ru_maxrss / 1024, text[-1][:90] if text else ""
+    return wall, usage.ru_maxrss / 1024, text[-1] if text else ""
 
 
 def main() -> None:
@@ -126,6 +127,8 @@ def main() -> None:
 
     tools = {
         "firedup diagnose --json": [sys.executable, "-m", "firedup", "diagnose", "--json", str(args.file)],
+        # the same finished file followed, no writer: its verdict after the 2 s quiet period
+        "firedup watch --json": [sys.executable, "-m", "firedup", "watch", "--json", str(args.file)],
         f"grep -E -c -f ({len(patterns.read_text().splitlines())} fatal+ready patterns)":
             ["grep", "-E", "-c", "-f", str(patterns), str(args.file)],
     }
@@ -141,6 +144,7 @@ def main() -> None:
         wall, rss, text = min(runs)
         if name.startswith("firedup"):
             text = re.sub(r'.*"outcome": "(\w+)", "cause": "?(\w+)"?.*"phase": "(\w+)".*', r"\1 / \2 / \3", text)
+        text = text[:90]
         print(f"| {name} | {mb / wall:.0f} | {wall:.2f} | {max(r[1] for r in runs):.0f} | {text} |")
 
 

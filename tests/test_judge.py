@@ -915,7 +915,7 @@ def test_with_a_process_known_the_quiet_period_does_not_apply():
     assert run.exit(1, at=21).cause == "cudnn_version"
 
 
-def test_log_only_start_stopped_from_outside_is_stalled_after_the_quiet_period_not_the_stall_window():
+def test_log_only_start_stopped_from_outside_is_incomplete_after_the_quiet_period_not_the_stall_window():
     shards = "INFO 10-12 00:26:55 [weight_utils.py:1] Loading safetensors checkpoint shards:  50% 2/4\n"
     stop = ('(APIServer pid=1) Traceback (most recent call last):\n'
             '(APIServer pid=1)   File "api_server.py", line 1920, in signal_handler\n'
@@ -927,12 +927,14 @@ def test_log_only_start_stopped_from_outside_is_stalled_after_the_quiet_period_n
     assert run.judge.next_deadline() == 7.0
     assert run.judge.decide(6.9) is None
     v = run.judge.decide(7.0)
-    assert v.outcome == "stalled" and "stopped from outside" in v.explanation
+    assert v.outcome == "incomplete" and "stopped from outside" in v.explanation  # no hang: exit 5, not 3
     assert v.evidence["line"] == shards.rstrip("\n")  # where it had got
     known = Run(stall=300)  # quiet=None: a process known, its exit will tell
     known.log(VLLM_START + shards + stop, at=1)
     known.idle(at=1.5)
     assert known.judge.decide(60) is None
+    v = known.exit(-15, at=61)
+    assert v.outcome == "incomplete" and "stopped from outside" in v.explanation
 
 
 def test_a_calm_line_after_a_handled_exception_disarms_the_quiet_period():
@@ -1395,6 +1397,30 @@ def test_a_stop_from_outside_before_ready_is_incomplete():
     assert v.outcome == "incomplete"
     assert "Waiting for creating a placement group" in v.evidence["line"]  # where it had got, not the stop
     assert "livenessProbe" in v.remedy  # what stops a slow start on Kubernetes
+
+
+def test_tgi_stopped_before_ready_says_only_that_it_shuts_its_shards_down():
+    # docker stop: the launcher names no signal, it ends what it started; after a
+    # shard's failure it shuts them down too, but its error comes first
+    start = ("2025-10-13T22:11:56.268439Z  INFO shard-manager: text_generation_launcher: Starting shard rank=0\n"
+             "2025-10-13T22:12:06.000000Z  INFO shard-manager: text_generation_launcher: Waiting for shard to be "
+             "ready... rank=0\n")
+    stop = ("2025-10-13T22:12:09.100000Z  INFO text_generation_launcher: Shutting down shards\n"
+            "2025-10-13T22:12:09.100100Z  INFO shard-manager: text_generation_launcher: Terminating shard rank=0\n"
+            "2025-10-13T22:12:09.100200Z  INFO shard-manager: text_generation_launcher: Waiting for shard to "
+            "gracefully shutdown rank=0\n")
+    run = Run(server="tgi")
+    run.log(start + stop)
+    v = run.finish()
+    assert v.outcome == "incomplete" and "stopped from outside" in v.explanation
+    assert "Waiting for shard to be ready" in v.evidence["line"]
+    run = Run(server="tgi", quiet=2.0, stall=300)  # watched with no process known: said once it is quiet
+    run.log(start + stop, at=1)
+    run.idle(at=1.5)
+    assert run.judge.decide(3.1).outcome == "incomplete"
+    run = Run(server="tgi")
+    run.log(start + "2025-10-13T22:12:09.000000Z ERROR text_generation_launcher: Shard 0 failed to start\n" + stop)
+    assert run.finish().outcome == "failed"
 
 
 @pytest.mark.parametrize("stop", [

@@ -44,6 +44,10 @@ def state(tmp_path, monkeypatch):
 
 # -- the file follower ------------------------------------------------------
 
+def _read_all(f: FileFollower) -> bytes:
+    return b"".join(iter(f.read, b""))
+
+
 def test_follower_waits_for_the_file_and_follows_rotation_and_truncation(tmp_path):
     path = tmp_path / "server.log"
     f = FileFollower(path)
@@ -56,12 +60,24 @@ def test_follower_waits_for_the_file_and_follows_rotation_and_truncation(tmp_pat
     with open(tmp_path / "server.log.1", "ab") as w:
         w.write(b"four\n")
     path.write_bytes(b"five\n")
-    assert f.read() == b"three\nfour\nfive\n"
+    assert f.read() == b"three\nfour\n"  # the old file to its end first
+    assert f.read() == b"five\n"
     path.write_bytes(b"")  # truncation in place
     with open(path, "ab") as w:
         w.write(b"six\n")
     assert f.read() == b"six\n"
     assert f.read() == b""
+
+
+def test_follower_reads_a_huge_file_a_chunk_at_a_time(tmp_path):
+    path = tmp_path / "server.log"
+    with open(path, "wb") as w:
+        w.write(b"line\n" * 10)
+        w.truncate(3 * FileFollower.CHUNK)  # a hole: gigabytes of NULs, read in pieces, not held whole
+    f = FileFollower(path)
+    sizes = [len(chunk) for chunk in iter(f.read, b"")]
+    assert sizes == [FileFollower.CHUNK] * 3
+    assert _read_all(FileFollower(path))[:10] == b"line\nline\n"
 
 
 def test_follower_starts_at_an_offset(tmp_path):
@@ -250,6 +266,17 @@ def test_launch_failure_stops_the_group_and_names_the_cause_within_2s_of_exit(tm
     assert launched.verdict.evidence["line"] == "ModuleNotFoundError: No module named 'sgl_kernel'"
     assert time.monotonic() - started < 5
     assert not group_alive(launched.pgid)  # the orphaned child went with it
+
+
+def test_a_start_stopped_from_outside_is_incomplete_not_a_hang(tmp_path):
+    # someone's kill (docker stop, a supervisor) while it loads: Python's KeyboardInterrupt on SIGINT
+    body = (f"print({ARGS!r}, flush=True)\n"
+            "print('Loading safetensors checkpoint shards:  50% Completed | 2/4', flush=True)\n"
+            "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n")
+    launched = start_and_watch(script(tmp_path, body), stall=30)
+    assert launched.verdict.outcome == "incomplete" and launched.verdict.outcome.exit_code == 5  # not 3
+    assert "stopped from outside" in launched.verdict.explanation
+    assert "Loading safetensors checkpoint shards" in launched.verdict.evidence["line"]
 
 
 def test_fatal_line_decides_before_the_process_exits(tmp_path):

@@ -1,7 +1,7 @@
 """One truth, replayed: every labelled real log the project holds, written line
 by line into a file that `firedup watch LOG --json` follows with no pid, gets
 the verdict `firedup diagnose --json` gives the whole file (``incomplete`` is
-``stalled`` live): the same outcome, cause and evidence line.
+``stalled`` live, unless it was stopped from outside): the same outcome, cause and evidence line.
 
 Two ways of writing: all at once, and in a dozen bursts cut at random lines
 with pauses shorter than the idle flush in between. The writer opens and closes the file
@@ -123,7 +123,8 @@ def test_watching_the_log_alone_agrees_with_diagnose(replays, log, mode):
     want, got = diagnosed[log], watched[(log, mode)]
     verdict = got["verdict"]
     assert got["stderr"] == "" and verdict is not None, (got["code"], got["seconds"], got["stderr"])
-    outcome = {"incomplete": "stalled"}.get(want["outcome"], want["outcome"])
+    stopped = want["outcome"] == "incomplete" and "stopped from outside" in want["explanation"]
+    outcome = "stalled" if want["outcome"] == "incomplete" and not stopped else want["outcome"]
     if (mode == "paused" and want["outcome"] == "failed" and want["phase"] == "serving"
             and verdict["outcome"] == "ready"):
         # Failed after it was ready: a live watch has its verdict at the ready

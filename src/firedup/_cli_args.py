@@ -225,8 +225,9 @@ def parser() -> _Parser:
     w = sub.add_parser("watch", help="follow a server's log live until it is ready, failed or stalled",
                        description="Follow a log (tail -F: waits for it, follows rotation) or - (standard input) "
                                    "to a verdict. Exit code: 0 ready, 1 failed, 2 bad input, 3 stalled, 4 timeout, "
-                                   "5 incomplete (standard input redirected from a file that ends before a verdict; "
-                                   "a pipe's end is its writer's exit), 130 Ctrl-C, 143 SIGTERM.")
+                                   "5 incomplete (stopped from outside before ready; standard input redirected from a "
+                                   "file that ends before a verdict; a pipe's end is its writer's exit), "
+                                   "130 Ctrl-C, 143 SIGTERM.")
     w.add_argument("targets", nargs="+", metavar="target",
                    help="log file, ssh://[user@]host[:port]/abs/path, slurm://[[user@]host/]JOBID (through that login "
                         "node), or - for standard input; "
@@ -246,7 +247,8 @@ def parser() -> _Parser:
                                     "and exit with the verdict. Ready: it keeps running. Failed, timeout or "
                                     "Ctrl-C: its process group is stopped. Stalled: left running unless "
                                     "--kill-on-stall. Exit code: 0 ready, 1 failed, 2 bad input, 3 stalled, "
-                                    "4 timeout, 130 Ctrl-C, 143 SIGTERM.")
+                                    "4 timeout, 5 incomplete (stopped from outside before ready), 130 Ctrl-C, "
+                                    "143 SIGTERM.")
     la.add_argument("--name", help="a name for firedup stop / ps (default: family and time)")
     la.add_argument("--log", help="log file (default: under ~/.local/state/firedup/logs)")
     la.add_argument("--attach", action="store_true", help="after ready, stay and stream the log; Ctrl-C stops it")

@@ -126,8 +126,7 @@ def attach(launched: Launched, out: BinaryIO) -> tuple[int, str | None]:
     try:
         while True:
             running = launched.popen.poll() is None
-            data = follower.read()
-            if data:
+            while data := follower.read():
                 out.write(data)
                 out.flush()
             if not running:

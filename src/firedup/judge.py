@@ -900,12 +900,14 @@ class Judge:
         return _first_of_loop(self.failed_runs + [self._failed(now)])
 
     def _stalled(self, now: float, evidence: dict[str, Any] | None) -> Verdict:
-        """A run that stopped or went silent before ready; a restart after a
-        failed run (as a finished log reads it) is that failure."""
+        """A run that went silent before ready (stalled), or was stopped from
+        outside before it (incomplete); a restart after a failed run (as a
+        finished log reads it) is that failure."""
         if self.failed_runs:
             return self._restarted_after(_first_of_loop(self.failed_runs))
         if self.stopped is not None:
-            return self._verdict("stalled", now, evidence, explanation=STOPPED_EXPLANATION, remedy=STOPPED_REMEDY)
+            # a deliberate stop is no hang: the start was cut short, as a finished log reads it
+            return self._verdict("incomplete", now, evidence, explanation=STOPPED_EXPLANATION, remedy=STOPPED_REMEDY)
         doing = STALL_EXPLANATIONS.get(self.phase, f"in phase {self.phase}")
         return self._verdict("stalled", now, evidence, explanation=STALL_EXPLANATION.format(doing=doing),
                              remedy=STALL_REMEDIES.get(self.phase, "") + STALL_REMEDY)

@@ -322,11 +322,9 @@ class Watch:
                     self._start_prober(sel)
 
     def _read(self, now: float) -> None:
-        if self.follower is not None:
+        while self.follower is not None and (chunk := self.follower.read()):
             # from a given offset, the caller's word that it is a log: nothing to check
-            data = self._as_text(self.follower.read(), None if self.follower.start_offset else self.follower.path)
-            if data:
-                self._data(data, now)
+            self._data(self._as_text(chunk, None if self.follower.start_offset else self.follower.path), now)
         if self.stream is not None and (self._stream_ready or self._stream_always_ready):
             self._stream_ready = False
             data = self._as_text(os.read(self.stream.fileno(), 1 << 20), "standard input")

@@ -56,38 +56,37 @@ class FileFollower:
         self.offset = f.tell()
         return True
 
-    def read(self) -> bytes:
-        """Everything appended since the last call (possibly across a rotation)."""
+    def read(self, limit: int = CHUNK) -> bytes:
+        """What was appended since the last call, at most ``limit`` bytes: call
+        again until it returns nothing (a huge file, a hole of gigabytes, is read
+        a chunk at a time, never held whole). The old file is read to its end
+        before a rotation or truncation is looked for."""
         if self._f is None and not self._open():
             return b""
-        out = [self._drain()]
+        data = self._take(limit)
+        if data:
+            return data
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return b"".join(out)  # moved away: keep reading the old file until it reappears
+            return b""  # moved away: keep reading the old file until it reappears
         assert self._f is not None
         if (st.st_dev, st.st_ino) != self._ino:
             self._f.close()
             self._f = None
             self.rotations += 1
-            if self._open():
-                out.append(self._drain())
-        elif st.st_size < self.offset:  # truncated in place: start over at its new end of data
+            return self._take(limit) if self._open() else b""
+        if st.st_size < self.offset:  # truncated in place: start over at its new end of data
             self._f.seek(0)
             self.offset = 0
-            out.append(self._drain())
-        return b"".join(out)
+            return self._take(limit)
+        return b""
 
-    def _drain(self) -> bytes:
+    def _take(self, limit: int) -> bytes:
         assert self._f is not None
-        parts = []
-        while True:
-            chunk = self._f.read(self.CHUNK)
-            if not chunk:
-                break
-            parts.append(chunk)
-            self.offset += len(chunk)
-        return b"".join(parts)
+        data = self._f.read(limit)
+        self.offset += len(data)
+        return data
 
     def close(self) -> None:
         if self._f is not None:
