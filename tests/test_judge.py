@@ -625,6 +625,40 @@ def test_a_wrapper_quoting_another_workers_exception_gives_way_to_it():
                                        "placeholders")
 
 
+def test_an_exception_re_raised_under_another_class_gives_way_to_the_first():
+    # a caller catching the engine's AssertionError and raising its message as a RuntimeError
+    first = ("Traceback (most recent call last):\n"
+             '  File "/v/worker.py", line 195, in load_model\n'
+             "    assert allocator.get_current_usage() == 0, (\n"
+             "AssertionError: Sleep mode can only be used for one instance per process.\n\n")
+    again = ("Traceback (most recent call last):\n"
+             '  File "/u/vllm_utils.py", line 1527, in load_vllm\n'
+             "    raise RuntimeError(error)\n"
+             "RuntimeError: Sleep mode can only be used for one instance per process.\n")
+    v = _failed(VLLM_START + first + again)
+    assert v.evidence["line"] == "AssertionError: Sleep mode can only be used for one instance per process."
+
+
+def test_a_cancelled_task_is_never_why_a_server_failed():
+    # a wrapper's asyncio tasks cancelled as it shuts down, after the engine served: exit noise
+    engine = ("INFO 09-18 09:25:10 llm_engine.py:240] Initializing a V0 LLM engine (v0.8.5.post1) with config: "
+              "model='q', tokenizer='q'\n"
+              "INFO 09-18 09:25:40 [llm_engine.py:437] init engine (profile, create kv cache, warmup model) took "
+              "30.06 seconds\n")
+    cancelled = ("[2025-09-18 09:25:53] ERROR base_events.py:1758: Exception in callback done_callback()\n"
+                 "Traceback (most recent call last):\n"
+                 '  File "/usr/lib/python3.10/asyncio/futures.py", line 196, in result\n'
+                 "    raise exc\n"
+                 "asyncio.exceptions.CancelledError\n")
+    run = Run()
+    run.log(engine + cancelled)
+    v = run.finish()
+    assert v.outcome == "ready" and "init engine" in v.evidence["line"]
+    run = Run()
+    run.log(VLLM_START + cancelled + "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert run.finish().evidence["line"].endswith("an illegal memory access was encountered")
+
+
 def test_a_warm_up_request_that_fails_says_why_the_start_failed():
     # SGLang's HTTP server is up and its own warm-up request fails on the API: no ready,
     # and the request's traceback is the start's

@@ -50,8 +50,8 @@ Rules for the outcome:
 - a stop from outside (a ``stopped`` line: SIGTERM, SIGINT, Ctrl-C, exit code
   -15 or 143) is no failure: the errors that follow it are the stop's. After
   ready the outcome stays ``ready``; before ready, with no failure before the
-  stop, the run never got there (``incomplete``, or ``stalled`` live), and the
-  evidence is where it had got: the line before the stop (before the traceback
+  stop, the run never got there (``incomplete``, live too: a deliberate stop
+  is no hang), and the evidence is where it had got: the line before the stop (before the traceback
   a KeyboardInterrupt ends, and multiprocessing's "Process EngineCore:" above
   it), else the last line a rule read before it. A real
   crash after ready (an abort, a device assert, a dead engine: a ``fatal``
@@ -105,31 +105,36 @@ exception lines, tracebacks cut short), in log order, the root is
 "First" makes the first copy of a message repeated by several ranks the
 evidence (output glued together, the message twice, after a wrapped fragment of
 itself or after a progress bar, gives way to the whole copy after it), and the
-root of a chain of exceptions (``raise ... from``) its
-first; an exception naming no cause whose message ends in another's (a wrapper
-quoting it, raised in another worker's traceback or a window's) gives way to
-it; a fatal root naming a cause that repeats a message logged just before
-it (within BURST_LINES) gives way to that first copy. When the root names no
-root cause, the nearest cause line before it (within CONTEXT_LINES, and after
-the ready line for a crash while serving), or else the first after it, names
-the cause (an NCCL watchdog line that a ``terminate called`` follows; a
-missing module or library only when no other cause is near, and never one
-logged as a warning or further than BURST_LINES above the root unless the root
-names what failed to import); it is the evidence too
-unless the root is an exception and the cause line comes before it, the
+root of a chain of exceptions (``raise ... from``) its first; an exception
+naming no cause whose message ends in another's (a wrapper quoting it, raised
+in another worker's traceback or a window's), or whose message is another's
+said again under another class (a caller re-raising an AssertionError as a
+RuntimeError), gives way to it, the first; a fatal root naming a cause that
+repeats a message logged just before it (within BURST_LINES) gives way to that
+first copy. When the root names no root cause, the nearest cause line before it
+(within CONTEXT_LINES, and after the ready line for a crash while serving), or
+else the first after it, names the cause (an NCCL watchdog line that a
+``terminate called`` follows; a missing module or library only when no other
+cause is near, and never one logged as a warning or further than BURST_LINES
+above the root unless the root names what failed to import); it is the evidence
+too unless the root is an exception and the cause line comes before it, the
 exception's own line then being the evidence (a cause line after an exception
 is its output: the linker error a "ninja exited with status 1" leaves below
-it). A fatal line that opens a traceback ("Initialization failed. warmup
-error: Traceback ...") gives the evidence to that traceback's exception; an
-exception raised by a kernel build ("Ninja build failed. Ninja output:") to
-the compiler's first error line under it (within BURST_LINES); a native
-crash (a segfault, glibc's abort) whose stack under it (within BURST_LINES)
-is in a library a rule knows (``stack``: NCCL's own code) takes that rule's
-cause, its own line still the evidence; a root that
-says only that a library failed ("NCCL error: unhandled system error") to
-that library's own word where the call failed, the first before it (a rule
-marked ``arose``: NCCL's WARN line), which also names the cause of an
-exception no rule explains (a bare ``assert result == 0`` on NCCL's return).
+it). A fatal line that opens a traceback ("Initialization failed. warmup error:
+Traceback ...") gives the evidence to that traceback's exception; an exception
+raised by a kernel build ("Ninja build failed. Ninja output:") to the
+compiler's first error line under it (within BURST_LINES); a native crash (a
+segfault, glibc's abort) whose stack under it (within BURST_LINES) is in a
+library a rule knows (``stack``: NCCL's own code) takes that rule's cause, its
+own line still the evidence; a root that says only that a library failed ("NCCL
+error: unhandled system error") to that library's own word where the call
+failed, the first before it (a rule marked ``arose``: NCCL's WARN line), which
+also names the cause of an exception no rule explains (a bare ``assert result
+== 0`` on NCCL's return); so does a fatal root that names a cause (ROCm's
+"Memory access fault by GPU" after the kernel's own device-side assertion). A
+cancelled task (asyncio's ``CancelledError``) is never a root: what cancelled
+it (a stop, a shutdown, a client gone) is elsewhere, and a log ending on its
+traceback ends on no failure.
 
 Ignored lines (the verdict's ``benign``): the lines rules read as benign, and
 the scary lines that did not decide the verdict: an exception start-up went on
@@ -157,6 +162,9 @@ from .tracebacks import HEADER as _HEADER
 
 # A traceback a logger wrote at these levels is one the server handled.
 _HANDLED_LEVELS = ("WARNING", "INFO", "DEBUG")
+# A task cancelled (asyncio's, or a future's): what cancelled it (a stop, a
+# shutdown, a client gone) is elsewhere; the cancellation is never why a server failed.
+_CANCELLED = re.compile(r"(?:asyncio\.(?:exceptions\.)?|concurrent\.futures\.(?:_base\.)?)?CancelledError\b")
 # What a handler catches to raise an error that says what failed ("During
 # handling of the above exception, another exception occurred"): a lookup that
 # missed, or an exception with no message.
@@ -490,6 +498,7 @@ class Judge:
         self._requests: list[int] = []  # the last lines that began a request's error
         self.first_request: Signal | None = None  # a request's error: the first line that shows it answered
         self._request_span = (0, 0)  # the last request's error: the line that began it, its exception line
+        self._cancelled_span = (0, 0)  # the last cancelled task's traceback: the line before it, its exception line
         self.stopped: Signal | None = None  # stopped from outside (SIGTERM, Ctrl-C)
         self.last_read: Signal | None = None  # the last line a rule read before any stop
         self.last_startup: Signal | None = None  # the last phase, progress or config line
@@ -653,11 +662,14 @@ class Judge:
             self._fail(s, now)
             self.fatal = True
         elif kind == "last_words":
-            if not self._ends_a_request(s):
+            if not self._ends_a_request(s) and not self._ends_a_cancellation(s):
                 self.last_words = s
         elif kind in ("exception", "traceback"):
             if s.data.get("level") in _HANDLED_LEVELS:
                 self._unused(s, "handled")  # logged as a warning: the server handled it
+            elif _CANCELLED.match(s.data.get("message", "")):
+                self._unused(s, "cancelled")
+                self._cancelled_span = (s.data.get("traceback", s.lineno) - 1, s.lineno)
             elif (s.data.get("traceback", 0) - 1 in self._requests or s.data.get("request")) \
                     and not s.data.get("engine") and not (self.warming_up and self.ready is None):
                 # a request's (after the line that began its error, or raised through
@@ -696,6 +708,13 @@ class Judge:
         server answered that request with an error; the log ends on no failure."""
         start, end = self._request_span
         return 0 < end and start < s.lineno and not any(c.lineno > end for c in self.candidates + self.causes)
+
+    def _ends_a_cancellation(self, s: Signal) -> bool:
+        """Whether a log's last words are a cancelled task's traceback (with the
+        record that logged it: asyncio's "Exception in callback ..."): a
+        shutdown's noise, no failure."""
+        start, end = self._cancelled_span
+        return 0 < end and start <= s.lineno and not any(c.lineno > end for c in self.candidates + self.causes)
 
     def _engines_after_all(self, now: float) -> None:
         """A request's traceback that ends in the engine reporting itself dead (V0's
@@ -1116,6 +1135,8 @@ class Judge:
             evidence = self._first_copy(best)
             if best.kind == "last_words":
                 evidence = self._burst_start(evidence)
+            elif best.kind == "fatal" and best.cause_rule is not None:
+                evidence = self._where_it_arose(evidence, candidates)
         elif best.kind in ("exception", "fatal") and best.cause_rule is not None:
             evidence = self._where_it_arose(best, candidates)
         if evidence is best and best.kind == "exception" and best.cause == "compile_error":
@@ -1155,14 +1176,20 @@ class Judge:
     def _quoted(best: Signal, candidates: list[Signal]) -> Signal:
         """An exception naming no cause whose message ends in another's (a wrapper
         raised from it, quoting it: vLLM's "Error in model execution (input dumped
-        to ...): <the error>"), printed by another worker or before it: the
-        exception it quotes, the first of them."""
+        to ...): <the error>"), printed by another worker or before it, or
+        that says the same under another class (a caller re-raising an
+        AssertionError as a RuntimeError): the exception it quotes, the first
+        of them."""
         message = best.data.get("message", "")
         if best.kind != "exception" or not _weak(best):
             return best
+        mine = message.partition(": ")[2]
         for c in candidates:
             said = c.data.get("message", "").partition(": ")[2] if c.kind == "exception" else ""
-            if len(said) >= _QUOTED_MIN and message.endswith(": " + said) and len(message) > len(c.data["message"]):
+            if len(said) < _QUOTED_MIN:
+                continue
+            if c.lineno < best.lineno if said == mine else \
+                    message.endswith(": " + said) and len(message) > len(c.data["message"]):
                 return c
         return best
 
