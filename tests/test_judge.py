@@ -650,13 +650,10 @@ def test_a_cancelled_task_is_never_why_a_server_failed():
                  '  File "/usr/lib/python3.10/asyncio/futures.py", line 196, in result\n'
                  "    raise exc\n"
                  "asyncio.exceptions.CancelledError\n")
-    run = Run()
-    run.log(engine + cancelled)
-    v = run.finish()
+    v = _diagnosed(engine + cancelled)
     assert v.outcome == "ready" and "init engine" in v.evidence["line"]
-    run = Run()
-    run.log(VLLM_START + cancelled + "RuntimeError: CUDA error: an illegal memory access was encountered\n")
-    assert run.finish().evidence["line"].endswith("an illegal memory access was encountered")
+    v = _failed(VLLM_START + cancelled + "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert v.evidence["line"].endswith("an illegal memory access was encountered")
 
 
 def test_a_warm_up_request_that_fails_says_why_the_start_failed():
