@@ -569,3 +569,18 @@ def test_diff_shortens_a_long_value_and_json_keeps_it_whole():
     assert args.splitlines()[-1].split() == [*tail, "1", *tail, "2"], args
     changes = json.loads(run_cli("diff", "--json", "1", "2").stdout)["changes"]
     assert {"section": "config", "key": "compilation_config", "a": long_a, "b": long_b} in changes
+
+
+def test_watched_standard_input_is_one_configuration_only_with_the_same_settings(tmp_path):
+    """`server | firedup watch -` names no log: two pipes are one configuration only when their servers
+    printed the same settings (else a history learnt from another server's start would judge this one)."""
+    path = tmp_path / "l.db"
+    args = "[2025-04-09 05:05:03] server_args=ServerArgs(model_path='{model}', tp_size=1, port=30000)\n"
+    ready = "[2025-04-09 05:05:21] The server is fired up and ready to roll!\n"
+    for model in ("a/one", "a/one", "b/two"):
+        proc = run_cli("watch", "--ledger", str(path), "-", stdin=(args.format(model=model) + ready).encode())
+        assert proc.returncode == 0, proc.stderr
+    proc = run_cli("watch", "--ledger", str(path), "-", stdin=b"not a server's log, no settings in it\n")
+    with Ledger(path) as ledger:
+        prints = [r["fingerprint"] for r in sorted(ledger.find(kind="watch"), key=lambda r: r["id"])]
+    assert len(prints) == 4 and prints[0] == prints[1] and len(set(prints)) == 3

@@ -4,9 +4,11 @@ one, or several at once. Each verdict is remembered in the ledger."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -110,8 +112,11 @@ def _remember(ledger: Ledger | None, target: str, verdict: Verdict) -> Verdict:
     remote = ssh.parse_target(target)
     host = str(remote[0]) if remote else None
     log = target if remote or target == "-" else os.path.abspath(target)
-    # A watched log has no command line: runs of the same log are one configuration.
-    memory = Memory(ledger, verdict.server, [], host, identity=["watch", log])
+    # A watched log has no command line: runs of the same log are one configuration;
+    # standard input names none, so its runs are one when they printed the same settings
+    # (none printed: a run of its own, never another pipe's).
+    settings = json.dumps(verdict.config, sort_keys=True, default=str) if verdict.config else uuid.uuid4().hex
+    memory = Memory(ledger, verdict.server, [], host, identity=["watch", log] + ([settings] if log == "-" else []))
     return memory.remember(verdict, kind="watch", name=target, environment=None, log=log)
 
 
