@@ -639,6 +639,27 @@ def test_an_exception_re_raised_under_another_class_gives_way_to_the_first():
     assert v.evidence["line"] == "AssertionError: Sleep mode can only be used for one instance per process."
 
 
+def test_an_empty_exception_raised_while_handling_an_empty_one_gives_way_to_it():
+    chain = ("[rank0]: Traceback (most recent call last):\n"
+             '[rank0]:   File "/v/weight_utils.py", line 9, in weight_loader\n'
+             "[rank0]:     assert param.size() == loaded_weight.size()\n"
+             "[rank0]: AssertionError\n\n"
+             "[rank0]: During handling of the above exception, another exception occurred:\n\n"
+             "[rank0]: Traceback (most recent call last):\n"
+             '[rank0]:   File "/u/vllm_utils.py", line 1527, in load_vllm\n'
+             "[rank0]:     raise RuntimeError(error)\n"
+             "[rank0]: RuntimeError\n")
+    assert _failed(VLLM_START + chain).evidence["line"] == "[rank0]: AssertionError"
+
+
+def test_rocm_out_of_resources_with_no_free_memory_is_out_of_memory():
+    line = (":0:rocdevice.cpp            :3671: 7357877802729 us:  Callback: Queue 0x78d551e00000 Aborting with "
+            "error : HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources. "
+            "Code: 0x1008 Available Free mem : 0 MB\n")
+    assert _failed(VLLM_START + line).cause == "cuda_oom"
+    assert _failed(VLLM_START + line.replace("Available Free mem : 0 MB", "")).cause == "other"
+
+
 def test_a_cancelled_task_is_never_why_a_server_failed():
     # a wrapper's asyncio tasks cancelled as it shuts down, after the engine served: exit noise
     engine = ("INFO 09-18 09:25:10 llm_engine.py:240] Initializing a V0 LLM engine (v0.8.5.post1) with config: "

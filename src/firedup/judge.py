@@ -109,7 +109,8 @@ root of a chain of exceptions (``raise ... from``) its first; an exception
 naming no cause whose message ends in another's (a wrapper quoting it, raised
 in another worker's traceback or a window's), or whose message is another's
 said again under another class (a caller re-raising an AssertionError as a
-RuntimeError), gives way to it, the first; a fatal root naming a cause that
+RuntimeError), gives way to it, the first, as does an exception with no message
+raised while handling another with none; a fatal root naming a cause that
 repeats a message logged just before it (within BURST_LINES) gives way to that
 first copy. When the root names no root cause, the nearest cause line before it
 (within CONTEXT_LINES, and after the ready line for a crash while serving), or
@@ -162,6 +163,7 @@ from .tracebacks import HEADER as _HEADER
 
 # A traceback a logger wrote at these levels is one the server handled.
 _HANDLED_LEVELS = ("WARNING", "INFO", "DEBUG")
+_NO_MESSAGE = re.compile(r"(?:[\w.]+\.)?\w+$")  # an exception's class alone ("AssertionError")
 # A task cancelled (asyncio's, or a future's): what cancelled it (a stop, a
 # shutdown, a client gone) is elsewhere; the cancellation is never why a server failed.
 _CANCELLED = re.compile(r"(?:asyncio\.(?:exceptions\.)?|concurrent\.futures\.(?:_base\.)?)?CancelledError\b")
@@ -1105,7 +1107,8 @@ class Judge:
         # closes, after lines other processes wrote below it
         candidates = sorted(candidates, key=lambda s: s.lineno)
         best = max(candidates, key=_score)  # max keeps the first of equals: the root
-        best = self._unglued(self._thrown(self._quoted(best, candidates), candidates), candidates)
+        best = self._unglued(self._thrown(self._quoted(self._bare(best, candidates), candidates), candidates),
+                             candidates)
         if _WATCHDOG_REPORT.search(best.line):
             # NCCL's watchdog reports what a worker's own exception raised where it arose
             best = next((c for c in candidates if c.lineno > best.lineno and c.kind == "exception"
@@ -1192,6 +1195,16 @@ class Judge:
                     message.endswith(": " + said) and len(message) > len(c.data["message"]):
                 return c
         return best
+
+    @staticmethod
+    def _bare(best: Signal, candidates: list[Signal]) -> Signal:
+        """An exception with no message raised while handling another with none
+        (a caller re-raising an empty AssertionError as an empty RuntimeError)
+        says no more than it: the one it handled, the root of the chain."""
+        if best.kind != "exception" or not _weak(best) or not _NO_MESSAGE.match(best.data.get("message", "")):
+            return best
+        return next((c for c in reversed(candidates) if c.lineno < best.lineno and c.kind == "exception"
+                     and c.data.get("caught") and _weak(c) and _NO_MESSAGE.match(c.data.get("message", ""))), best)
 
     @staticmethod
     def _thrown(best: Signal, candidates: list[Signal]) -> Signal:
