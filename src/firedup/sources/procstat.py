@@ -44,7 +44,9 @@ class TreeSampler:
                         write += io.write_chars
                     except (psutil.AccessDenied, AttributeError):
                         pass
-                    commands.add(" ".join(p.cmdline()))
+                    command = " ".join(p.cmdline())
+                    if command:  # a zombie not yet reaped (a loop's last `sleep`) has none: no new command
+                        commands.add(command)
                     pids.append(p.pid)
             except psutil.Error:
                 continue
