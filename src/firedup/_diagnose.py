@@ -112,7 +112,7 @@ def _read(source: str | os.PathLike | BinaryIO, server: str | None) -> Verdict:
     name = os.fspath(source)
     try:
         with open(name, "rb") as f:
-            if is_device(f.fileno()) or os.isatty(f.fileno()):
+            if is_device(name):  # by its path: a terminal named as the log is refused too
                 raise InputError(f"{name} is a device, not a log (a log on standard input: firedup diagnose -)")
             st = os.fstat(f.fileno())
             # A regular file may still be growing: read what is there now.
