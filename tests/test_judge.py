@@ -107,6 +107,11 @@ def test_an_offline_engine_whose_log_ends_as_it_finished_starting_is_ready_only_
     run = Run()  # an API server's engine: its HTTP server was still to come
     run.log(VLLM_START + engine + up)
     assert run.finish().outcome == "incomplete"
+    run = Run()  # a V1 API server's window that begins after its banner: its process names itself
+    run.log("(APIServer pid=9) INFO 06-06 13:03:02 [utils.py:233] non-default args: {'model_tag': '../llama-3-8b'}\n"
+            + "".join("(EngineCore_0 pid=21) " + line + "\n" for line in (engine + up).splitlines())
+            + "(APIServer pid=9) INFO 06-06 13:03:55 [api_server.py:1600] Supported tasks: ['generate']\n")
+    assert run.finish().outcome == "incomplete"
     run = Run()  # a window that begins after the engine's start: whatever runs it may hang there
     run.log(up)
     assert run.finish().outcome == "incomplete"

@@ -629,7 +629,8 @@ class Judge:
             if kind in ("phase", "config"):
                 self.last_setup = s
             self.engine_began = self.engine_began or (s if s.rule.engine_start else None)
-            self.frontend = self.frontend or s.rule.frontend or s.rule.phase == "http"
+            self.frontend = self.frontend or s.rule.frontend or s.rule.phase == "http" or \
+                bool(s.rule.frontend_origin and s.rule.frontend_origin.search(s.origin))
         if s.rule is not None and s.rule.up and self.ready is None and self.up is None:
             self.up = s  # the first: vLLM's route list follows its "Starting vLLM API server"
         if s.rule is not None and s.rule.phase:

@@ -107,6 +107,9 @@ class Rule:
     engine_start: bool = False
     engine_up: bool = False
     frontend: bool = False
+    # The writer (a line's origin) that only an HTTP front end's process is, from the
+    # pack's ``frontend_origin``: any of its rules' lines from that writer is a ``frontend`` line.
+    frontend_origin: re.Pattern | None = None
     # A line that begins a request's error (uvicorn's "Exception in ASGI
     # application"): the failures after it are that request's, which the server
     # survives. A window of nothing else is a server that takes requests.
@@ -159,6 +162,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
     family = data.get("family")
     if family != name:
         raise RuleError(f"{name}.toml: family must be {name!r}, not {family!r}")
+    frontend_origin = data.get("frontend_origin")
+    frontend_origin = _compile(frontend_origin, f"{name}.toml frontend_origin") if frontend_origin else None
     rules = []
     for i, raw in enumerate(data.get("rule", [])):
         rid = raw.get("id") or f"{name}#{i}"
@@ -213,7 +218,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             warmup_follows=bool(raw.get("warmup_follows", False)),
             request=bool(raw.get("request", False)), offline=bool(raw.get("offline", False)),
             engine_start=bool(raw.get("engine_start", False)), engine_up=bool(raw.get("engine_up", False)),
-            frontend=bool(raw.get("frontend", False)),
+            frontend=bool(raw.get("frontend", False)), frontend_origin=frontend_origin,
             gated=bool(raw.get("gated", True)),
             frame=_compile(frame, where) if frame is not None else None,
             examples=examples,
