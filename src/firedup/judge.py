@@ -655,7 +655,9 @@ class Judge:
             self._unused(s, "cause")
             self.causes.append(s)
             if len(self.causes) > 64:
-                del self.causes[:32]
+                # bounded, keeping the first (where a failure's output begins: the
+                # compiler's first error of a build that then repeats them) and the latest
+                del self.causes[16:48]
         elif kind == "ready":
             if not self.fatal and self.ready is None:
                 self._set_ready(s, now)
@@ -1244,14 +1246,18 @@ class Judge:
         system error"), or that repeats what such a line said, gives the
         evidence to that library's own word where the call failed, the first of
         them before it (within CONTEXT_LINES, after the ready line for a crash
-        while serving, not one logged as a warning). Else, where several
+        while serving, not one logged as a warning unless the root is an exception
+        with no message). Else, where several
         processes failed of it (a worker on another node, then the driver), the
         library's word printed just before another process's copy of the same
         message: the processes failed at one call, and only that line says why."""
         since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
+        # an exception with no message (its class alone) says nothing: where its cause arose
+        # speaks for it even logged at INFO (vLLM's "No platform detected", then a bare NotImplementedError)
+        bare = best.kind == "exception" and bool(_NO_MESSAGE.match(best.data.get("message", "")))
         arose = [c for c in self.causes if since <= c.lineno and c.cause == best.cause
                  and c.cause_rule is not None and c.cause_rule.arose and not _WATCHDOG_REPORT.search(c.line)
-                 and parse(c.line).level not in _HANDLED_LEVELS]
+                 and (bare or parse(c.line).level not in _HANDLED_LEVELS)]
         before = next((c for c in arose if c.lineno < best.lineno), None)
         rule = best.cause_rule
         if before is not None or rule is None or rule.arose:
