@@ -103,7 +103,19 @@ def test_an_offline_engine_whose_log_ends_as_it_finished_starting_is_ready_only_
     assert v.notes and "an offline engine" in v.notes[0]
     run = Run(stall=60)  # watched live: silence there is a start that hangs
     run.log(engine + up, at=1)
-    assert run.judge.decide(62).outcome == "stalled"
+    v = run.judge.decide(62)
+    assert v.outcome == "stalled" and "after its engine said it had finished starting" in v.explanation
+    run = Run()  # a V1 API server of 0.8 (no process names) cut after its engine: its front end set itself up
+    run.log(engine + up + "INFO 06-06 13:03:55 [serving_chat.py:118] Using default chat sampling params from "
+            "model: {'temperature': 0.6}\n")
+    assert run.finish().outcome == "incomplete"
+    prompts = "Processed prompts:   3%|▎         | 16/500 [00:04<02:10,  3.71it/s, est. speed input: 900.12 toks/s]\n"
+    run = Run()  # part way through its prompts: it served
+    run.log(engine + up + prompts)
+    assert run.finish().outcome == "ready"
+    run = Run()  # a batch begun, no prompt done: its first step may be what hangs (or crashes: a start that failed)
+    run.log(engine + up + "Processed prompts:   0%|          | 0/500 [00:00<?, ?it/s]\n")
+    assert run.finish().outcome == "incomplete"
     run = Run()  # an API server's engine: its HTTP server was still to come
     run.log(VLLM_START + engine + up)
     assert run.finish().outcome == "incomplete"

@@ -315,6 +315,9 @@ STALL_EXPLANATIONS = {
                "use the cache",
     "cuda_graphs": "while capturing CUDA graphs: a kernel that hangs or a collective waiting on another rank",
     "warmup": "during its own warm-up request, after its HTTP server came up",
+    "engine_warmup": "while its engine warmed up (a first run through the model), before any HTTP server",
+    "engine_up": "after its engine said it had finished starting: nothing followed (a script around an offline "
+                 "engine that went quiet, or an HTTP front end that never started)",
     "http": "after its HTTP server started, before its ready line",
 }
 STALL_EXPLANATION = ("The server made no progress {doing}: for the stall window its log said nothing new (no new "
@@ -856,9 +859,11 @@ class Judge:
             return list(self.benign)
         out: list[dict[str, Any]] = []
         seen: set[tuple[str, str]] = set()
+        listed = {at}  # a line read by two rules (a stop's, its exception's) is listed once
         rows = sorted([(b["lineno"], b["line"], b["rule"]) for b in self.benign] + extra, key=lambda r: r[0])
         for lineno, line, rule in rows:
-            if lineno != at:
+            if lineno not in listed:
+                listed.add(lineno)
                 self._list(out, seen, line, lineno, rule)
         return out
 
@@ -932,7 +937,13 @@ class Judge:
         if self.stopped is not None:
             # a deliberate stop is no hang: the start was cut short, as a finished log reads it
             return self._verdict("incomplete", now, evidence, explanation=STOPPED_EXPLANATION, remedy=STOPPED_REMEDY)
-        doing = STALL_EXPLANATIONS.get(self.phase, f"in phase {self.phase}")
+        phase = self.phase
+        if self.last_setup is not None and self.last_setup.rule is not None and self.last_setup.rule.engine_up \
+                and self.last_startup is self.last_setup:
+            phase = "engine_up"
+        elif phase == "warmup" and not self.warming_up:
+            phase = "engine_warmup"  # vLLM's engine warms up before its API server starts
+        doing = STALL_EXPLANATIONS.get(phase, f"in phase {phase}")
         return self._verdict("stalled", now, evidence, explanation=STALL_EXPLANATION.format(doing=doing),
                              remedy=STALL_REMEDIES.get(self.phase, "") + STALL_REMEDY)
 

@@ -102,6 +102,7 @@ def request_site(text: str) -> bool:
 # engine, whichever request's traceback shows it.
 _ENGINE_FRAME = re.compile(
     r'File "[^"]*/vllm/(?:engine/async_llm_engine\.py", line \d+, in (?:run_engine_loop|engine_step)'
+    r'|engine/llm_engine\.py", line \d+, in step'  # V0's LLMEngine: vllm.LLM's, and MQLLMEngine's
     r'|v1/worker/gpu_worker\.py", line \d+, in execute_model'
     r'|v1/engine/core\.py", line \d+, in (?:step|step_with_batch_queue|execute_model))\b')
 # A frame as Python's traceback prints it ('File "x.py", line 1, in f', or cut

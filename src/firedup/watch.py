@@ -452,7 +452,7 @@ class Watch:
                 self.judge.ended = self.judge.ended or s
             if s.kind == "lines":
                 self._last_line = s.line
-            elif s.kind == "config":
+            elif s.kind == "config" and s.data:  # a line that only marks where start-up got has no settings
                 self._emit(t, "config", config=s.data)
             elif s.kind == "benign" and self.judge.ready is None:
                 self._warnings += 1
