@@ -135,6 +135,7 @@ REWRITES = {
     "ray-task": lambda line: "(pid=4242, ip=10.0.0.2) " + line,  # a Ray task's output on the driver
     "ray-colour-unescaped": lambda line: "[36m(pid=4242)[0m " + line,  # its colour codes pasted without ESC
     "windows-console": lambda line: "←[36m(RayWorkerWrapper pid=365)←[0m " + line,  # ESC shown as ←
+    "caret-notation": lambda line: "^[[1;36m(pid=7)^[[0;0m " + line,  # ESC as cat -v shows it
     "line-numbers": lambda line: "    12\t" + line,  # cat -n
     "swarm": lambda line: "vllm.1.8o9x2x9k3m1q@node1    | " + line,  # docker service logs
     "timestamp-tab": lambda line: "2026-05-01T10:00:00.123Z\t" + line,  # an export: its time, a tab, the line

@@ -180,7 +180,8 @@ def test_a_launchers_tag_for_each_server_of_a_disaggregated_deployment_is_its_or
 
 def test_colour_codes_that_lost_their_escape_are_removed():
     for raw in ("[36m(pid=860)[0m INFO 04-16 10:27:44 [__init__.py:239] Automatically detected platform cuda.",
-                "←[36m(pid=860)←[0m INFO 04-16 10:27:44 [__init__.py:239] Automatically detected platform cuda."):
+                "←[36m(pid=860)←[0m INFO 04-16 10:27:44 [__init__.py:239] Automatically detected platform cuda.",
+                "^[[36m(pid=860)^[[0m INFO 04-16 10:27:44 [__init__.py:239] Automatically detected platform cuda."):
         assert parse(raw).message == "Automatically detected platform cuda." and parse(raw).origin == "(pid=860)"
     assert parse("Waited [2m] for it").message == "Waited [2m] for it"  # no reset code: not a colour
 

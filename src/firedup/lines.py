@@ -10,8 +10,9 @@ from typing import NamedTuple
 
 # The escape sequences, and the printable forms of a colour code: rsyslog writes
 # ESC as "#033" ("#033[1;36m(VllmWorker rank=3 pid=1)#033[0;0m"), a Windows console
-# shows it as "←".
-ANSI = re.compile(r"(?:\x1b|←)\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|#033\[[0-9;]*m")
+# shows it as "←", a terminal's caret notation (less, cat -v, a copy from one) as "^[".
+ANSI = re.compile(r"(?:\x1b|←)\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
+                  r"|(?:#033|\^\[)\[[0-9;]*m")
 # Colour codes whose escape a copy lost: "[36m(pid=860)[0m INFO ...". Only on a line
 # that resets the colour, as every coloured prefix does.
 _BARE_SGR = re.compile(r"\[[0-9][0-9;]*m")  # with a number: "[main.rs" is no colour code
@@ -156,7 +157,7 @@ def clean(raw: str) -> str:
     spaces are spaces."""
     if "\x00" in raw:
         raw = _HOLE.sub("", raw)
-    if "\x1b" in raw or "#033[" in raw or "←[" in raw:
+    if "\x1b" in raw or "#033[" in raw or "←[" in raw or "^[[" in raw:
         raw = ANSI.sub("", raw)
     if "[0m" in raw or "[0;0m" in raw:
         raw = _BARE_SGR.sub("", raw)

@@ -42,6 +42,9 @@ _IN_BLOCK = re.compile(r"[A-Za-z_][\w.]*(?::.*)?$")
 # ("Failed to import ... with ImportError('...')") was logged without it: a
 # traceback after it is another one.
 _FAILED = re.compile(r"(?i)could not|couldn't|cannot|can't|unable|fail")
+# Python reporting an exception it could not raise (in __del__, at interpreter exit)
+# and went on: the traceback after it was handled, as a warning's would be.
+_IGNORED = re.compile(r"Exception ignored (?:in|on calling)\b")
 _NAMED = re.compile(r"[A-Za-z]\w*(?:Error|Exception)\b")
 # A frame's location line; the one just above an exception says where it was raised.
 _FRAME = re.compile(r"(?:\s+|> )File \"")
@@ -223,6 +226,8 @@ class Assembler:
             out += self._close(block)
         if line.level and _FAILED.search(msg) and not _NAMED.search(msg):
             self._before = (lineno, line.origin, line.level)
+        elif _IGNORED.match(msg):
+            self._before = (lineno, line.origin, "WARNING")
         if BARE.match(msg):
             out.append(Signal("exception", lineno, line.text, origin=line.origin,
                               data={"message": msg, "request": request_site(line.text)}))
