@@ -135,6 +135,10 @@ def test_an_offline_engine_whose_log_ends_as_it_finished_starting_is_ready_only_
     run = Run()
     run.log(engine + up)
     assert run.exit(1, at=2).outcome == "failed"
+    run = Run()  # launched: the script exited cleanly once its engine was up
+    run.log(engine + up, at=1)
+    v = run.exit(0, at=2)
+    assert v.outcome == "ready" and "init engine" in v.evidence["line"] and "an offline engine" in v.notes[0]
 
 
 def test_an_sglang_log_ending_in_its_own_warm_up_is_ready_only_once_finished():

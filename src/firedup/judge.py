@@ -885,6 +885,9 @@ class Judge:
                 return None
             if self.stopped is not None and self.exit_origin != "slurm":
                 return self._stalled(now, self._evidence_of(self._before_stop()))
+            if self._ended_engine_up():
+                # a script around an offline engine that exited cleanly once the engine was up
+                return self._verdict("ready", now, self._evidence_of(self.last_setup))
             return self._failure(now)  # a job that ended before ready: stopped or not, nothing is left to inspect
         if self.ready is not None:
             if self.went_down:
@@ -1068,8 +1071,9 @@ class Judge:
         nothing failing and nothing after it: its saved output stops where the
         engine was up, before any prompt. Not a window that begins after the
         engine's start (a wrapper's front end may be what hangs there), and only
-        for a finished log: watched live, silence there is a start that hangs."""
-        return self.ready is None and self.stopped is None and self.exit_code is None and self.up is None \
+        for a finished log or a script that exited 0: watched live, silence
+        there is a start that hangs."""
+        return self.ready is None and self.stopped is None and self.exit_code in (None, 0) and self.up is None \
             and not self.frontend and self.engine_began is not None and self.before_shutdown is None \
             and self.last_setup is not None and self.last_setup.rule is not None and self.last_setup.rule.engine_up \
             and self.last_startup is self.last_setup and self.last_setup.lineno > self.engine_began.lineno
