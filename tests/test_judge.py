@@ -843,12 +843,25 @@ def test_a_line_repeated_word_for_word_is_no_progress_but_a_changing_one_is():
         assert run.log(f"loaded layer {t} of 80\n", at=t) is None
 
 
-@pytest.mark.parametrize("code, said", [(-9, "SIGKILL"), (-15, "SIGTERM"), (1, "exited before it was ready")])
+@pytest.mark.parametrize("code, said", [(-9, "SIGKILL"), (-11, "SIGSEGV"), (1, "exited before it was ready")])
 def test_an_exit_with_no_error_line_says_the_signal_that_ended_it(code, said):
     run = Run(server="vllm", stall=300)
     run.log("INFO 01-01 00:00:00 [default_loader.py:1] Loading weights took 0.03 seconds\n", at=0)
     v = run.exit(code, at=1)
     assert (v.outcome.value, v.cause) == ("failed", "other") and said in v.explanation
+
+
+@pytest.mark.parametrize("code, said", [(-15, "SIGTERM"), (-2, "SIGINT"), (143, "SIGTERM"), (130, "SIGINT")])
+def test_an_exit_on_a_stop_signal_with_no_error_line_is_a_stop_from_outside(code, said):
+    # (a process's own return code, or a shell wrapper's exit status for the signal)
+    run = Run(server="vllm", stall=300)
+    run.log("INFO 01-01 00:00:00 [default_loader.py:1] Loading weights took 0.03 seconds\n", at=0)
+    v = run.exit(code, at=1)
+    assert v.outcome == "incomplete" and said in v.explanation and "Loading weights" in v.evidence["line"]
+    run = Run(server="vllm", stall=300)  # with an error in its log, the error decides
+    run.log("INFO 01-01 00:00:00 [default_loader.py:1] Loading weights took 0.03 seconds\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n", at=0)
+    assert run.exit(code, at=1).outcome == "failed"
 
 
 def test_probe_evidence_keeps_a_silent_server_alive():

@@ -347,6 +347,12 @@ KILLED_REMEDY = ("Look for the OOM killer: dmesg or journalctl -k ('Out of memor
                  "OOMKilled state (docker inspect, kubectl describe pod); otherwise find what sent kill -9 (a "
                  "supervisor, a scheduler's limit, a person).")
 SIGNALLED_EXPLANATION = "The server process was ended by {signal} before it was ready, and its log names no error."
+SIGNAL_STOP_EXPLANATION = ("The server process was ended by {signal} before it was ready, and its log names no error: "
+                           "a stop from outside (a person, a wrapper's time limit, a supervisor), not a failure; "
+                           "the evidence line is where it had got.")
+# The signals a stop from outside sends (Ctrl-C, kill, a closed terminal), as a process's
+# return code (negative) or a shell's exit status for it (128 + n).
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 SIGNALLED_REMEDY = "Find what sent {signal}: a supervisor, a scheduler's limit, a person; then start it again."
 
 
@@ -888,6 +894,9 @@ class Judge:
             if self._ended_engine_up():
                 # a script around an offline engine that exited cleanly once the engine was up
                 return self._verdict("ready", now, self._evidence_of(self.last_setup))
+            if (stop := self._stop_signal()) is not None:
+                return self._verdict("incomplete", now, self._where_it_got(),
+                                     explanation=SIGNAL_STOP_EXPLANATION.format(signal=stop), remedy=STOPPED_REMEDY)
             return self._failure(now)  # a job that ended before ready: stopped or not, nothing is left to inspect
         if self.ready is not None:
             if self.went_down:
@@ -1001,6 +1010,9 @@ class Judge:
     def finish(self, now: float = 0.0) -> Verdict:
         """The verdict on a finished log: no more lines will come."""
         exited = self.exit_code not in (None, 0) and self.ready is None and self.stopped is None
+        if exited and (stop := self._stop_signal()) is not None and not self._ended_on_error() and not self.went_down:
+            return self._verdict("incomplete", now, self._where_it_got(),
+                                 explanation=SIGNAL_STOP_EXPLANATION.format(signal=stop), remedy=STOPPED_REMEDY)
         if self.fatal or self.candidates or self._ended_on_error() or exited or self.went_down:
             return self._failure(now)
         if self.ready is not None:
@@ -1063,6 +1075,18 @@ class Judge:
         return self.ready is None and self.stopped is None and self.exit_code is None \
             and self.up is not None and self.up.rule is not None and self.up.rule.warmup_follows \
             and self.phase in ("warmup", "http") and self.before_shutdown is None
+
+    def _stop_signal(self) -> str | None:
+        """The signal a process that ended before ready with no failure in its log
+        was stopped by, when it is one a stop from outside sends (not SIGKILL: the
+        kernel's OOM killer sends that; not a scheduler's end, which says why)."""
+        code = self.exit_code
+        if code is None or self.ready is not None or self.fatal or self.candidates or self.exit_origin == "slurm":
+            return None
+        for sig in _STOP_SIGNALS:
+            if code in (-sig, 128 + sig):
+                return sig.name
+        return None
 
     def _ended_engine_up(self) -> bool:
         """Whether a finished log is an offline engine's (vllm.LLM, sgl.Engine in
