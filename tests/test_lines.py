@@ -178,6 +178,11 @@ def test_a_launchers_tag_for_each_server_of_a_disaggregated_deployment_is_its_or
     assert parse("[2025-04-09 05:05:13 TP0] Load weight begin.").message == "Load weight begin."
 
 
+def test_a_vllm_workers_name_with_its_parallel_rank_is_the_lines_origin():
+    line = parse("(VllmWorker TP1 pid=21355) ERROR 08-22 09:46:12 [multiproc_executor.py:559] KeyError: 'x'")
+    assert (line.origin, line.level, line.message) == ("(VllmWorker TP1 pid=21355)", "ERROR", "KeyError: 'x'")
+
+
 def test_colour_codes_that_lost_their_escape_are_removed():
     for raw in ("[36m(pid=860)[0m INFO 04-16 10:27:44 [__init__.py:239] Automatically detected platform cuda.",
                 "←[36m(pid=860)←[0m INFO 04-16 10:27:44 [__init__.py:239] Automatically detected platform cuda.",

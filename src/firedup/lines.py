@@ -60,9 +60,9 @@ _PREFIXES = [
                r"\[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]:? "),
     # SGLang: "[2025-04-09 05:05:13 TP0] ", "[2025-04-09 05:05:13 DP0 TP0 EP0] "
     re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?P<origin>[A-Z]+\d+(?: [A-Z]+\d+)*))?\] "),
-    # vLLM / Ray workers: "(APIServer pid=1805) ", "(VllmWorker rank=0 pid=12) ", Ray's
-    # "(pid=4242, ip=10.0.0.2) ", "(ServeReplica:default:LLMServer pid=77) ", "(raylet) "
-    re.compile(r"(?P<origin>\((?:[\w.:-]+,? )?(?:rank|pid|ip|node)=[\w.:-]+(?:,? (?:rank|pid|ip|node)=[\w.:-]+)*\)"
+    # vLLM / Ray workers: "(APIServer pid=1805) ", "(VllmWorker rank=0 pid=12) ", "(VllmWorker
+    # TP1 pid=7) ", Ray's "(pid=4242, ip=10.0.0.2) ", "(ServeReplica:default:LLMServer pid=77) ", "(raylet) "
+    re.compile(r"(?P<origin>\((?:[\w.:-]+,? ){0,2}(?:rank|pid|ip|node)=[\w.:-]+(?:,? (?:rank|pid|ip|node)=[\w.:-]+)*\)"
                r"|\(raylet(?:, ip=[\d.]+)?\)) ?"),
     # vLLM-Omni's stage of a multi-stage pipeline, after its worker's prefix: "[Stage-0] "; a
     # launcher's tag for each server of a disaggregated deployment: "[prefill-0] ", "[decode-1] "
