@@ -843,12 +843,15 @@ def test_a_line_repeated_word_for_word_is_no_progress_but_a_changing_one_is():
         assert run.log(f"loaded layer {t} of 80\n", at=t) is None
 
 
-@pytest.mark.parametrize("code, said", [(-9, "SIGKILL"), (-11, "SIGSEGV"), (1, "exited before it was ready")])
-def test_an_exit_with_no_error_line_says_the_signal_that_ended_it(code, said):
+@pytest.mark.parametrize("code, said, cause", [
+    (-9, "SIGKILL", "other"), (137, "SIGKILL", "other"),  # its own return code, or a shell's status for it
+    (-11, "SIGSEGV", "segfault"), (139, "SIGSEGV", "segfault"), (-6, "SIGABRT", "segfault"),
+    (1, "exited before it was ready", "other")])
+def test_an_exit_with_no_error_line_says_the_signal_that_ended_it(code, said, cause):
     run = Run(server="vllm", stall=300)
     run.log("INFO 01-01 00:00:00 [default_loader.py:1] Loading weights took 0.03 seconds\n", at=0)
     v = run.exit(code, at=1)
-    assert (v.outcome.value, v.cause) == ("failed", "other") and said in v.explanation
+    assert (v.outcome.value, v.cause) == ("failed", cause) and said in v.explanation
 
 
 @pytest.mark.parametrize("code, said", [(-15, "SIGTERM"), (-2, "SIGINT"), (143, "SIGTERM"), (130, "SIGINT")])

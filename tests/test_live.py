@@ -279,6 +279,16 @@ def test_a_start_stopped_from_outside_is_incomplete_not_a_hang(tmp_path):
     assert "Loading safetensors checkpoint shards" in launched.verdict.evidence["line"]
 
 
+def test_an_offline_engines_script_that_exits_0_once_its_engine_is_up_is_ready_and_said_to_have_exited(tmp_path):
+    body = ("print(\"INFO 06-06 13:03:08 [core.py:65] Initializing a V1 LLM engine (v0.9.0.1) with config: "
+            "model='m', tokenizer='m'\", flush=True)\n"
+            "print('INFO 06-06 13:03:54 [core.py:167] init engine (profile, create kv cache, warmup model) "
+            "took 43.59 seconds', flush=True)\n")
+    launched = start_and_watch(script(tmp_path, body), stall=30)
+    assert launched.verdict.outcome == "ready" and "init engine" in launched.verdict.evidence["line"]
+    assert launched.note.startswith("exited with status 0") and "stop it with" not in launched.note
+
+
 def test_fatal_line_decides_before_the_process_exits(tmp_path):
     body = f"print({ARGS!r}, flush=True)\nraise OSError(98, 'Address already in use')\n"
     launched = start_and_watch(script(tmp_path, body), stall=30)

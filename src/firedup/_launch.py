@@ -246,7 +246,10 @@ def start_and_watch(argv: Sequence[str], *, name: str | None = None, server: str
         verdict = memory.remember(verdict, kind="launch", name=name, log=str(log_path),
                                   environment=snapshot.result())
     note = None
-    if verdict.outcome == "ready":
+    if verdict.outcome == "ready" and popen.poll() is not None:
+        # a script around an offline engine that finished once its engine was up
+        note = f"exited with status {popen.returncode} once ready; log {log_path}"
+    elif verdict.outcome == "ready":
         note = (f"running: pid {popen.pid}, log {log_path}; follow it with: tail -f {log_path}; "
                 f"stop it with: firedup stop {name}")
     elif verdict.outcome == "stalled" and not kill_on_stall:

@@ -356,18 +356,27 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 SIGNALLED_REMEDY = "Find what sent {signal}: a supervisor, a scheduler's limit, a person; then start it again."
 
 
-def _exit_without_error(code: int | None) -> tuple[str, str]:
+# Signals that are a native crash of the process itself: its cause is a segfault's.
+_CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE)
+
+
+def _exit_without_error(code: int | None) -> tuple[str, str, str]:
     """Why a process that exited before ready with no error line ended, as far
-    as its exit code says: a signal is named (-9: SIGKILL; -255, status unknown)."""
-    if code == -signal.SIGKILL:
-        return KILLED_EXPLANATION, KILLED_REMEDY
-    if code is not None and -64 < code < 0:
+    as its exit code says (its own return code, -9, or a shell's status for a
+    child a signal ended, 137): a signal is named, a native crash's is a
+    segfault (-255: status unknown). Explanation, remedy, cause."""
+    number = -code if code is not None and -64 < code < 0 else \
+        code - 128 if code is not None and 128 < code < 128 + 64 else None
+    if number == signal.SIGKILL:
+        return KILLED_EXPLANATION, KILLED_REMEDY, "other"
+    if number is not None:
         try:
-            name = signal.Signals(-code).name
+            name = signal.Signals(number).name
         except ValueError:
-            name = f"signal {-code}"
-        return SIGNALLED_EXPLANATION.format(signal=name), SIGNALLED_REMEDY.format(signal=name)
-    return EXIT_EXPLANATION, EXIT_REMEDY
+            name = f"signal {number}"
+        cause = "segfault" if number in _CRASH_SIGNALS else "other"
+        return SIGNALLED_EXPLANATION.format(signal=name), SIGNALLED_REMEDY.format(signal=name), cause
+    return EXIT_EXPLANATION, EXIT_REMEDY, "other"
 
 
 @dataclass(frozen=True)
@@ -1140,10 +1149,10 @@ class Judge:
             first = self.candidates[0].lineno
             candidates = [s for s in self.after_ready if first - CONTEXT_LINES <= s.lineno < first] + candidates
         if not candidates:
-            explanation, remedy = _exit_without_error(self.exit_code)
+            explanation, remedy, cause = _exit_without_error(self.exit_code)
             if self.stopped is not None:  # a job that ended after a stop from outside
-                explanation, remedy = STOPPED_EXPLANATION, STOPPED_REMEDY
-            return self._verdict("failed", now, self._last_said(), cause="other", explanation=explanation,
+                explanation, remedy, cause = STOPPED_EXPLANATION, STOPPED_REMEDY, "other"
+            return self._verdict("failed", now, self._last_said(), cause=cause, explanation=explanation,
                                  remedy=remedy)
         # in log order: a worker's traceback reaches the judge when its block
         # closes, after lines other processes wrote below it
