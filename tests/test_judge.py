@@ -1615,6 +1615,21 @@ def test_a_job_cancelled_by_scancel_is_stopped_from_outside():
     assert loading.finish().outcome == "incomplete"
 
 
+def test_oom_kills_slurm_counts_after_a_cancel_fail_the_start_they_ended():
+    # slurmstepd counts the step's OOM kills as it ends: after the scancel that
+    # ended a start the kills had already stalled
+    cancel = "slurmstepd: error: *** JOB 44810128 ON cs003 CANCELLED AT 2024-03-29T14:58:45 ***\n"
+    kills = ("slurmstepd: error: Detected 8 oom_kill events in StepId=44810128.batch. "
+             "Some of the step tasks have been OOM Killed.\n")
+    loading = Run()
+    loading.log(VLLM_START + cancel + kills, at=1)
+    v = loading.finish()
+    assert (v.outcome, v.cause, v.evidence["line"]) == ("failed", "host_oom", kills.strip())
+    served = Run()
+    served.log(VLLM_START + VLLM_READY + cancel + kills, at=1)
+    assert served.finish().outcome == "ready"
+
+
 # -- lines listed as ignored (the verdict's benign list) ---------------------
 
 def _ignored(verdict) -> list[str]:

@@ -597,7 +597,8 @@ class Judge:
                 self.stopped = s
             self._unused(s, "stopped")
             return
-        if self.stopped is not None and kind in ("fatal", "exception", "traceback") and s.origin != "slurm":
+        if self.stopped is not None and kind in ("fatal", "exception", "traceback") and s.origin != "slurm" \
+                and not (kind == "fatal" and s.rule is not None and s.rule.after_stop and self.ready is None):
             self._unused(s, "stopped")
             return  # the stop's own noise: interrupted calls, children ending (not the scheduler's word)
         if self._begins_shutting_down and kind in ("fatal", "exception") and s.cause == "worker_died":

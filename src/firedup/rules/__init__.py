@@ -85,6 +85,10 @@ class Rule:
     # cause of a segfault or abort just above it.
     stack: bool = False
     stop_when_ready: bool = False  # a fatal (or benign) line that, once the server is ready, is a stop (a time limit)
+    # A fatal line that, written after a stop from outside before ready, reports
+    # what happened before the stop (Slurm's count of a step's OOM kills, printed
+    # as the step ends): the start failed, the stop only ended it.
+    after_stop: bool = False
     # A fatal line only until ready: once serving, what it says failed was asked
     # for by a request (a model loaded through Triton's model control API), and
     # the server goes on.
@@ -170,8 +174,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "start_after_end", "ends", "before_bind", "consequence",
-                              "arose", "stack", "stop_when_ready", "gated", "frame", "examples", "served", "up",
-                              "after", "request", "offline", "until_ready", "warmup_follows",
+                              "arose", "stack", "stop_when_ready", "after_stop", "gated", "frame", "examples", "served",
+                              "up", "after", "request", "offline", "until_ready", "warmup_follows",
                               "engine_start", "engine_up", "frontend"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
@@ -213,6 +217,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             consequence=bool(raw.get("consequence", False)), arose=bool(raw.get("arose", False)),
             stack=bool(raw.get("stack", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
+            after_stop=bool(raw.get("after_stop", False)),
             until_ready=bool(raw.get("until_ready", False)),
             served=bool(raw.get("served", False)), up=bool(raw.get("up", False)), after=after,
             warmup_follows=bool(raw.get("warmup_follows", False)),
