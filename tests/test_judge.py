@@ -262,6 +262,19 @@ def test_slow_loading_with_progress_is_never_stalled_or_timed_out():
     assert v.outcome == "ready" and v.config["attention_backend"] == "triton"
 
 
+def test_sglang_0_5_19_arguments_as_a_dict_name_the_family_and_its_config():
+    run = Run()
+    run.log("[2026-10-30 12:00:00] server_args={'model_path': 'Qwen/Qwen3-8B', 'tp_size': 2, 'attention_backend': 'fa3'}\n"
+            "[2026-10-30 12:00:05 TP0] Init parallel begin.\n"
+            "[2026-10-30 12:10:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=True)\n", at=0)
+    assert run.judge.server == "sglang" and run.judge.phase == "dist_init"
+    assert run.judge.decide(1) is None  # a soft watchdog only dumps the stacks
+    v = run.log("[2026-10-30 12:15:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)\n",
+                at=900) or run.finish()
+    assert (v.outcome, v.config["attention_backend"], v.config["tp_size"]) == ("failed", "fa3", 2)
+    assert v.evidence["line"].endswith("self.soft=False)")
+
+
 def test_progress_that_does_not_move_is_not_progress():
     run = Run(server="vllm", stall=100)
     bar = "Loading safetensors checkpoint shards:  75% Completed | 48/64 [00:10<00:01, 10.41it/s]\r"
