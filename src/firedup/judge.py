@@ -360,13 +360,22 @@ SIGNALLED_REMEDY = "Find what sent {signal}: a supervisor, a scheduler's limit, 
 _CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE)
 
 
+def _signal_number(code: int | None) -> int | None:
+    """The signal that ended a process, from its return code (-n) or a shell's
+    exit status for a child a signal ended (128 + n); None for a plain exit."""
+    if code is not None and -64 < code < 0:
+        return -code
+    if code is not None and 128 < code < 128 + 64:
+        return code - 128
+    return None
+
+
 def _exit_without_error(code: int | None) -> tuple[str, str, str]:
     """Why a process that exited before ready with no error line ended, as far
     as its exit code says (its own return code, -9, or a shell's status for a
     child a signal ended, 137): a signal is named, a native crash's is a
     segfault (-255: status unknown). Explanation, remedy, cause."""
-    number = -code if code is not None and -64 < code < 0 else \
-        code - 128 if code is not None and 128 < code < 128 + 64 else None
+    number = _signal_number(code)
     if number == signal.SIGKILL:
         return KILLED_EXPLANATION, KILLED_REMEDY, "other"
     if number is not None:
@@ -1090,13 +1099,10 @@ class Judge:
         """The signal a process that ended before ready with no failure in its log
         was stopped by, when it is one a stop from outside sends (not SIGKILL: the
         kernel's OOM killer sends that; not a scheduler's end, which says why)."""
-        code = self.exit_code
-        if code is None or self.ready is not None or self.fatal or self.candidates or self.exit_origin == "slurm":
+        if self.ready is not None or self.fatal or self.candidates or self.exit_origin == "slurm":
             return None
-        for sig in _STOP_SIGNALS:
-            if code in (-sig, 128 + sig):
-                return sig.name
-        return None
+        number = _signal_number(self.exit_code)
+        return signal.Signals(number).name if number in _STOP_SIGNALS else None
 
     def _ended_engine_up(self) -> bool:
         """Whether a finished log is an offline engine's (vllm.LLM, sgl.Engine in
