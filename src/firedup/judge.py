@@ -135,7 +135,8 @@ also names the cause of an exception no rule explains (a bare ``assert result
 "Memory access fault by GPU" after the kernel's own device-side assertion). A
 cancelled task (asyncio's ``CancelledError``) is never a root: what cancelled
 it (a stop, a shutdown, a client gone) is elsewhere, and a log ending on its
-traceback ends on no failure.
+traceback ends on no failure; nor is a clean exit (``SystemExit: 0``, raised
+as uvicorn shuts down after a watchdog's or a stop's signal).
 
 Ignored lines (the verdict's ``benign``): the lines rules read as benign, and
 the scary lines that did not decide the verdict: an exception start-up went on
@@ -167,6 +168,8 @@ _NO_MESSAGE = re.compile(r"(?:[\w.]+\.)?\w+$")  # an exception's class alone ("A
 # A task cancelled (asyncio's, or a future's): what cancelled it (a stop, a
 # shutdown, a client gone) is elsewhere; the cancellation is never why a server failed.
 _CANCELLED = re.compile(r"(?:asyncio\.(?:exceptions\.)?|concurrent\.futures\.(?:_base\.)?)?CancelledError\b")
+# A process that exited cleanly (sys.exit(0), uvicorn's after a signal): what made it exit is elsewhere.
+_CLEAN_EXIT = re.compile(r"SystemExit(?:: 0)?$")
 # What a handler catches to raise an error that says what failed ("During
 # handling of the above exception, another exception occurred"): a lookup that
 # missed, or an exception with no message.
@@ -700,7 +703,7 @@ class Judge:
         elif kind in ("exception", "traceback"):
             if s.data.get("level") in _HANDLED_LEVELS:
                 self._unused(s, "handled")  # logged as a warning: the server handled it
-            elif _CANCELLED.match(s.data.get("message", "")):
+            elif _CANCELLED.match(s.data.get("message", "")) or _CLEAN_EXIT.match(s.data.get("message", "")):
                 self._unused(s, "cancelled")
                 self._cancelled_span = (s.data.get("traceback", s.lineno) - 1, s.lineno)
             elif (s.data.get("traceback", 0) - 1 in self._requests or s.data.get("request")) \
