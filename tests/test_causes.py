@@ -392,3 +392,61 @@ def test_a_traceback_inside_an_indented_message_is_read_to_its_exception():
     )
     assert (verdict.outcome, verdict.cause, verdict.evidence["line"]) == (
         "failed", "gpu_unavailable", "          RuntimeError: No CUDA GPUs are available")
+
+
+def test_a_clean_exit_after_a_watchdog_is_not_the_root():
+    # SGLang's watchdog signals the server, whose uvicorn then exits cleanly
+    # ("SystemExit: 0" ending a traceback): the watchdog's line says what happened.
+    log = (SGLANG + "[2025-12-08 16:20:30] The server is fired up and ready to roll!\n"
+           "[2025-12-08 16:26:07 TP2] Watchdog timeout (self.watchdog_timeout=180.0)\n"
+           + tb("SystemExit: 0") + tb("asyncio.exceptions.CancelledError"))
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert (verdict.outcome, verdict.evidence["line"]) == (
+        "failed", "[2025-12-08 16:26:07 TP2] Watchdog timeout (self.watchdog_timeout=180.0)")
+
+
+def test_a_ready_server_that_exits_cleanly_stays_ready():
+    log = SGLANG + "[2025-12-08 16:20:30] The server is fired up and ready to roll!\n" + tb("SystemExit: 0")
+    assert diagnose(io.BytesIO(log.encode())).outcome == "ready"
+
+
+TGI_WARMING_UP = (
+    "2025-12-18T10:00:00.000000Z  INFO text_generation_launcher: Args {\n"
+    "2025-12-18T10:00:20.000000Z  INFO shard-manager: text_generation_launcher: Shard ready in 15.2s rank=0\n"
+    "2025-12-18T10:00:21.000000Z  INFO text_generation_launcher: Starting Webserver\n"
+    "2025-12-18T10:00:21.500000Z  INFO text_generation_router_v3: backends/v3/src/lib.rs:125: Warming up model\n")
+TGI_ROUTER_FAILED = (
+    "2025-12-18T10:00:40.000000Z ERROR text_generation_launcher: Webserver Crashed\n"
+    "2025-12-18T10:00:40.000000Z  INFO text_generation_launcher: Shutting down shards\n"
+    "Error: WebserverFailed\n")
+
+
+@pytest.mark.parametrize(("error", "cause"), [
+    ("Error: Backend(NotEnoughMemory(32768))", "kv_cache_too_small"),  # TGI 2.3+
+    ("Error: WebServer(NotEnoughMemory(32768))", "kv_cache_too_small"),  # TGI 2.1-2.2
+    ('Error: Backend(Warmup(Generation("CANCELLED")))', "warmup_failed"),
+    ('Error: Warmup(Generation("CANCELLED"))', "warmup_failed"),  # TGI 0.9.2-2.0
+])
+def test_tgis_router_error_in_its_debug_form_names_the_cause(error, cause):
+    verdict = diagnose(io.BytesIO((TGI_WARMING_UP + error + "\n" + TGI_ROUTER_FAILED).encode()))
+    assert (verdict.outcome, verdict.cause, verdict.evidence["line"]) == ("failed", cause, error)
+
+
+def test_a_shards_error_before_tgis_warm_up_error_is_the_cause():
+    shard = "RuntimeError: FlashAttention only supports Ampere GPUs or newer."
+    log = TGI_WARMING_UP + tb(shard) + 'Error: Backend(Warmup(Generation("CANCELLED")))\n' + TGI_ROUTER_FAILED
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert (verdict.cause, verdict.evidence["line"]) == ("arch_unsupported", shard)
+
+
+@pytest.mark.parametrize(("line", "cause"), [
+    ("[TM][FATAL][0821.10:00:03.123456][convert_v3.cu:192] Invalid combination: 61 f16 u4 f16 false", "arch_unsupported"),
+    ("[TM][FATAL][0821.10:00:05.123456][turbomind.cc:295] Check failed: cache_ratio < 1. (2000 vs. 1) object-cache "
+     "path no longer accepts cache_max_block_count as a block count", "bad_argument"),
+    ("[TM][FATAL][0821.10:00:03.123456][allocator.cc:49] CUDA error: out of memory", "cuda_oom"),
+])
+def test_turbomind_fatal_checks_that_say_why_name_the_cause(line, cause):
+    log = ("2026-08-21 10:00:00,123 - lmdeploy - INFO - turbomind.py:271 - turbomind engine config:\n" + line + "\n"
+           "Aborted (core dumped)\n")
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert (verdict.outcome, verdict.cause, verdict.evidence["line"]) == ("failed", cause, line)

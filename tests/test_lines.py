@@ -57,6 +57,13 @@ def test_tensorrt_llms_timestamp_and_level_are_peeled():
     assert line.level == "INFO"
 
 
+def test_tensorrt_llm_1_3s_module_tag_and_rank_are_peeled_not_its_messages_own_brackets():
+    line = parse("[10/02/2026-08:00:00] [TRT-LLM] [I] [batchmgr][RANK 3] [MemUsageChange] Allocated 0.56 GiB")
+    assert (line.message, line.origin, line.level) == ("[MemUsageChange] Allocated 0.56 GiB", "[RANK 3]", "INFO")
+    line = parse("[07/07/2026-03:31:36] [TRT-LLM] [E] [executor] Executor worker initialization error: Traceback")
+    assert (line.message, line.level) == ("Executor worker initialization error: Traceback", "ERROR")
+
+
 def test_pytorchs_cpp_log_prefix_is_peeled_after_its_rank():
     line = parse("[rank0]:[W1028 11:50:13.091528000 ProcessGroupNCCL.cpp:1496] Warning: WARNING: "
                  "destroy_process_group() was not called before program exit")

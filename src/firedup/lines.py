@@ -97,8 +97,9 @@ _PREFIXES = [
     # PyTorch's C++ log (c10, c10d, NCCL's process group), after "[rank0]:" when it has one:
     # "[W1028 11:50:13.091528000 TCPStore.cpp:347] "
     re.compile(r"\[(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ [\w.-]+:\d+\] "),
-    # TensorRT-LLM: "[TensorRT-LLM][INFO] ", "[TRT-LLM] [I] ", after its "[06/02/2026-03:50:10] "
-    re.compile(r"\[(?:TensorRT-LLM|TRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] "),
+    # TensorRT-LLM: "[TensorRT-LLM][INFO] ", "[TRT-LLM] [I] ", after its "[06/02/2026-03:50:10] "; 1.3's
+    # module tag after it, with the rank where there is one: "[executor] ", "[batchmgr][RANK 0] "
+    re.compile(r"\[(?:TensorRT-LLM|TRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] (?:\[[a-z_]+\](?P<origin>\[RANK \d+\])? ?)?"),
     re.compile(r"\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "),
     # lmdeploy / python logging: "lmdeploy - INFO - [pid=1 ppid=0] - async_engine.py:130 - " (after its timestamp)
     re.compile(r"(?:- )?(?P<origin>[\w.]+) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
