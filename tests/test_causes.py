@@ -450,3 +450,25 @@ def test_turbomind_fatal_checks_that_say_why_name_the_cause(line, cause):
            "Aborted (core dumped)\n")
     verdict = diagnose(io.BytesIO(log.encode()))
     assert (verdict.outcome, verdict.cause, verdict.evidence["line"]) == ("failed", cause, line)
+
+
+LLAMA_ROUTER = ("0.00.000.050 I srv  llama_server: initializing ...\n"
+                "0.00.000.100 I srv  llama_server: starting server in router mode. models will be automatically "
+                "loaded on-demand\n")
+
+
+@pytest.mark.parametrize(("error", "cause"), [
+    ("error: '/models' does not exist or is not a directory", "model_not_found"),
+    ("model 'qwen3-8b' appears multiple times", "bad_argument"),
+])
+def test_llama_servers_router_that_rejects_its_models_names_why(error, cause):
+    line = f"0.00.000.200 E srv  llama_server: failed to initialize router models: {error}"
+    verdict = diagnose(io.BytesIO((LLAMA_ROUTER + line + "\n\n").encode()))
+    assert (verdict.outcome, verdict.cause, verdict.evidence["line"]) == ("failed", cause, line)
+
+
+def test_llama_servers_listener_that_stops_after_ready_is_a_crash():
+    line = "0.09.000.100 E srv         start: listener on http://127.0.0.1:8080 stopped unexpectedly"
+    log = LLAMA_ROUTER + "0.00.512.003 I srv  llama_server: listening on http://127.0.0.1:8080\n" + line + "\n"
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert (verdict.outcome, verdict.phase, verdict.evidence["line"]) == ("failed", "serving", line)
