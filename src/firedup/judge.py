@@ -703,7 +703,7 @@ class Judge:
         elif kind in ("exception", "traceback"):
             if s.data.get("level") in _HANDLED_LEVELS:
                 self._unused(s, "handled")  # logged as a warning: the server handled it
-            elif _CANCELLED.match(s.data.get("message", "")) or _CLEAN_EXIT.match(s.data.get("message", "")):
+            elif _CANCELLED.match(message := s.data.get("message", "")) or _CLEAN_EXIT.match(message):
                 self._unused(s, "cancelled")
                 self._cancelled_span = (s.data.get("traceback", s.lineno) - 1, s.lineno)
             elif (s.data.get("traceback", 0) - 1 in self._requests or s.data.get("request")) \
@@ -746,9 +746,9 @@ class Judge:
         return 0 < end and start < s.lineno and not any(c.lineno > end for c in self.candidates + self.causes)
 
     def _ends_a_cancellation(self, s: Signal) -> bool:
-        """Whether a log's last words are a cancelled task's traceback (with the
-        record that logged it: asyncio's "Exception in callback ..."): a
-        shutdown's noise, no failure."""
+        """Whether a log's last words are a cancelled task's or a clean exit's
+        traceback (with the record that logged it: asyncio's "Exception in
+        callback ..."): a shutdown's noise, no failure."""
         start, end = self._cancelled_span
         return 0 < end and start <= s.lineno and not any(c.lineno > end for c in self.candidates + self.causes)
 
