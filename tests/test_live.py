@@ -18,7 +18,7 @@ import pytest
 from rich.console import Console
 
 import firedup
-from firedup import _servers, cli, registry
+from firedup import _servers, cli, registry, rules
 from firedup._launch import derive_url, start_and_watch
 from firedup.sinks.live import LiveView, PlainView
 from firedup.sources.file import FileFollower
@@ -476,6 +476,8 @@ def test_a_port_taken_by_a_known_process_is_fixed_by_stopping_it_by_name(tmp_pat
     assert refused["cause"] == "port_in_use" and f"kill {os.getpid()}" in refused["remedy"]
     assert failed.cause == "port_in_use" and failed.remedy.startswith(f"Stop pid {os.getpid()} (")
     assert "ss -ltnp" not in failed.remedy + refused["remedy"]
+    # the generic rule for a server's own port explains it, not one for a library's port (HCCL's)
+    assert refused["explanation"].endswith(next(r for r in rules.load().rules if r.id == "port-in-use").explanation)
 
 
 def test_python_api_and_fixture(tmp_path, firedup_server):

@@ -161,15 +161,15 @@ def held_by(holder: owners.Holder) -> tuple[str, str | None]:
 def port_taken(port: int, holders: Sequence[tuple[str, str | None]], family: str | None) -> Verdict:
     """The verdict on a start refused because someone already listens on its
     port: ``holders``, each described and how to stop it (None: not known)."""
-    rule = next(r for r in rules.load().packs["generic"].rules if r.cause == "port_in_use")
+    rule = next(r for r in rules.load().packs["generic"].rules if r.id == "port-in-use")  # the server's own port
     who = "; ".join(described for described, _ in holders)
     stops = [stop for _, stop in holders if stop]
     stop = f"Stop what holds it ({', '.join(stops)})" if stops else "Stop what holds it (named above)"
     return Verdict(
         outcome=Outcome.FAILED, cause="port_in_use", server=family, phase=None,
         evidence={"line": f"port {port} is already listened on by {who}", "lineno": None},
-        explanation=f"Port {port} is taken before the server starts: it could not bind, and a health check would "
-                    f"have reached the server already there. {rule.explanation}",
+        explanation=f"Port {port} is taken before the server starts: it could not bind it, and a health check would "
+                    f"reach the server already there. {rule.explanation}",
         remedy=f"{stop}, or start this one with another --port. --port-check off starts it anyway.",
     )
 
