@@ -472,3 +472,20 @@ def test_llama_servers_listener_that_stops_after_ready_is_a_crash():
     log = LLAMA_ROUTER + "0.00.512.003 I srv  llama_server: listening on http://127.0.0.1:8080\n" + line + "\n"
     verdict = diagnose(io.BytesIO(log.encode()))
     assert (verdict.outcome, verdict.phase, verdict.evidence["line"]) == ("failed", "serving", line)
+
+
+def test_a_file_that_is_not_a_gguf_is_corrupt_not_missing():
+    # llama.cpp's loader says "failed to load model from" after any file it cannot read;
+    # the line before it says why (an outside user's text file named .gguf)
+    why = "gguf_init_from_reader: invalid magic characters: 'not ', expected 'GGUF'"
+    log = (why + "\nllama_model_load: error loading model: llama_model_loader: failed to load model from /m/bad.gguf\n"
+           "llama_model_load_from_file_impl: failed to load model\n" + tb("ValueError: Failed to load model from file: /m/bad.gguf"))
+    verdict = diagnose(io.BytesIO(log.encode()))
+    assert verdict.cause == "corrupt_checkpoint" and why not in [b["line"] for b in verdict.benign]
+
+
+def test_a_gguf_that_is_not_there_is_still_missing():
+    log = ("gguf_init_from_file: failed to open GGUF file '/m/x.gguf' (No such file or directory)\n"
+           "llama_model_load: error loading model: llama_model_loader: failed to load model from /m/x.gguf\n"
+           "llama_model_load_from_file_impl: failed to load model\n")
+    assert diagnose(io.BytesIO(log.encode())).cause == "model_not_found"
