@@ -110,6 +110,8 @@ def test_the_writer_is_found_and_its_exit_decides(tmp_path):
     try:
         proc = watch(log)
         writer = events_until(proc, "writer")[-1]
+        if writer["pid"] is None:  # looked for before the server opened its log: looked for again at its first bytes
+            writer = events_until(proc, "writer")[-1]
         assert writer["pid"] == server.pid and "serve.py" in writer["command"]
         verdict, at = verdict_of(proc)
     finally:
