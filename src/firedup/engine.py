@@ -284,8 +284,10 @@ class Engine:
             indent = _INDENT.match(line.message)
             self._indent = indent.group() if indent else ""
         elif self._indent and line.message.strip() not in ("", self._indent.strip()) \
-                and not line.message.startswith(self._indent):
-            self._indent = ""  # a line without it: the log was not pasted indented after all
+                and not line.message.startswith(self._indent) and not self.scanner.after_carriage_return:
+            # a line without it: the log was not pasted indented after all (not a progress bar's
+            # redraw after a carriage return, which an indent added at each line's start misses)
+            self._indent = ""
         line = self._unindent(line)
         if self._block is not None and self._extend_block(line, out):
             return 0

@@ -153,6 +153,13 @@ class Scanner:
         redrawn with ``\\r`` ends only when the next redraw starts), or None."""
         return self._tail if self._redrawn and 0 < len(self._tail) <= MAX_REDRAW else None
 
+    @property
+    def after_carriage_return(self) -> bool:
+        """Whether the segment yielded last began right after a ``\\r``: a
+        redraw of the line before it."""
+        region, start, _ = self._at
+        return start > 0 and region[start - 1] == 0x0D
+
     def lines_before(self) -> Iterator[tuple[int, bytes]]:
         """The non-blank lines before the segment yielded last, nearest first:
         line number and bytes (where a start had got when a stop or a
