@@ -1232,21 +1232,27 @@ def test_a_log_pasted_indented_as_a_whole_is_read_as_written():
     assert v.cause == "bad_argument" and v.evidence == {"line": "    AssertionError", "lineno": 4}
 
 
-def test_a_progress_bars_redraw_does_not_undo_the_indent_of_a_log_pasted_indented():
+@pytest.mark.parametrize("read", ["whole", "cut after the carriage return"])
+def test_a_progress_bars_redraw_does_not_undo_the_indent_of_a_log_pasted_indented(read):
     # the indent is added at each line's start; a tqdm redraw after a carriage return has none
     warning = "    (EngineCore_DP0 pid=7) WARNING 10-01 22:25:00 [import_utils.py:408] "
     error = "    (EngineCore_DP0 pid=7) ERROR 10-01 22:25:02 [core.py:718] "
-    v = _failed("    INFO 10-01 22:24:54 [api_server.py:1896] vLLM API server version 0.10.2\n"
-                "    Loading safetensors checkpoint shards:   0% Completed | 0/2 [00:00<?, ?it/s]\r"
-                "Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:01<00:00, 1.0s/it]\n"
-                + warning + "Traceback (most recent call last):\n"
-                + warning + '  File "/x/deep_gemm/__init__.py", line 16, in <module>\n'
-                + warning + "    from . import _C\n"
-                + warning + "ImportError: cannot import name '_C' from partially initialized module 'deep_gemm'\n"
-                + error + "Traceback (most recent call last):\n"
-                + error + '  File "/x/core.py", line 1, in f\n'
-                + error + "ValueError: No available memory for the cache blocks.\n")
-    assert v.cause == "cuda_oom" and v.evidence["lineno"] == 9
+    text = ("    INFO 10-01 22:24:54 [api_server.py:1896] vLLM API server version 0.10.2\n"
+            "    Loading safetensors checkpoint shards:   0% Completed | 0/2 [00:00<?, ?it/s]\r"
+            "Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:01<00:00, 1.0s/it]\n"
+            + warning + "Traceback (most recent call last):\n"
+            + warning + '  File "/x/deep_gemm/__init__.py", line 16, in <module>\n'
+            + warning + "    from . import _C\n"
+            + warning + "ImportError: cannot import name '_C' from partially initialized module 'deep_gemm'\n"
+            + error + "Traceback (most recent call last):\n"
+            + error + '  File "/x/core.py", line 1, in f\n'
+            + error + "ValueError: No available memory for the cache blocks.\n")
+    run = Run()
+    cut = text.index("\r") + 1 if read != "whole" else len(text)  # a read that ends on the carriage return
+    run.log(text[:cut])
+    run.log(text[cut:], at=1.0)
+    v = run.finish()
+    assert (v.outcome, v.cause, v.evidence["lineno"]) == ("failed", "cuda_oom", 9)
 
 
 def test_a_log_pasted_as_a_markdown_quote_is_read_as_written():

@@ -477,7 +477,7 @@ def test_a_port_taken_by_a_known_process_is_fixed_by_stopping_it_by_name(tmp_pat
     assert failed.cause == "port_in_use" and failed.remedy.startswith(f"Stop pid {os.getpid()} (")
     assert "ss -ltnp" not in failed.remedy + refused["remedy"]
     # the generic rule for a server's own port explains it, not one for a library's port (HCCL's)
-    assert refused["explanation"].endswith(next(r for r in rules.load().rules if r.id == "port-in-use").explanation)
+    assert refused["explanation"].endswith(rules.load().rule("port-in-use").explanation)
 
 
 def test_python_api_and_fixture(tmp_path, firedup_server):

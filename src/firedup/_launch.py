@@ -161,7 +161,7 @@ def held_by(holder: owners.Holder) -> tuple[str, str | None]:
 def port_taken(port: int, holders: Sequence[tuple[str, str | None]], family: str | None) -> Verdict:
     """The verdict on a start refused because someone already listens on its
     port: ``holders``, each described and how to stop it (None: not known)."""
-    rule = next(r for r in rules.load().packs["generic"].rules if r.id == "port-in-use")  # the server's own port
+    rule = rules.load().rule("port-in-use")  # the server's own port, not a library's (HCCL's)
     who = "; ".join(described for described, _ in holders)
     stops = [stop for _, stop in holders if stop]
     stop = f"Stop what holds it ({', '.join(stops)})" if stops else "Stop what holds it (named above)"

@@ -130,6 +130,7 @@ class Scanner:
         self._last_region: tuple[bytes, int] = (b"", 1)  # the last region with a non-blank line, and its end's line
         self._tail = b""
         self._redrawn = False  # whether the tail is a redraw after a carriage return
+        self._region_redrawn = False  # whether the region being read begins so (its first segment)
         self._at: tuple[bytes, int, int] = (b"", 0, 0)  # the last segment yielded: its region, start, line number
 
     def feed(self, data: bytes) -> Iterator[tuple[int, bytes, list[object]]]:
@@ -139,7 +140,7 @@ class Scanner:
             cut = len(buf)
         self._tail = buf[cut:]
         if cut:
-            self._redrawn = buf[cut - 1] == 0x0D
+            self._region_redrawn, self._redrawn = self._redrawn, buf[cut - 1] == 0x0D
             yield from self._region(buf[:cut] if cut < len(buf) else buf)
 
     @property
@@ -158,7 +159,7 @@ class Scanner:
         """Whether the segment yielded last began right after a ``\\r``: a
         redraw of the line before it."""
         region, start, _ = self._at
-        return start > 0 and region[start - 1] == 0x0D
+        return region[start - 1] == 0x0D if start else self._region_redrawn
 
     def lines_before(self) -> Iterator[tuple[int, bytes]]:
         """The non-blank lines before the segment yielded last, nearest first:

@@ -146,6 +146,10 @@ class RuleSet:
     packs: dict[str, Pack]
     rules: tuple[Rule, ...]  # every rule, in priority order
 
+    def rule(self, rule_id: str) -> Rule:
+        """The rule of that id (ids are unique across packs)."""
+        return next(r for r in self.rules if r.id == rule_id)
+
     def detect_command(self, argv: list[str]) -> str | None:
         line = " ".join(argv)
         for pack in self.packs.values():
