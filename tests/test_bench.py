@@ -1,6 +1,7 @@
 """firedup bench: metric definitions, the client on a zero-work server, compare."""
 
 import asyncio
+import gc
 import json
 import math
 import os
@@ -753,3 +754,16 @@ def test_compare_refuses_a_run_named_twice_and_says_unset_for_what_a_run_did_not
     assert "0 metrics tested" not in text
     assert (f"run {b}: no metric could be tested (one repeat on a side has no noise to test against: --repeat K), "
             "so no change is called") in text, text
+
+
+def test_an_interruption_inside_a_request_task_is_raised_once_and_not_logged_again(caplog):
+    def interrupted(result):  # Ctrl-C while a request's task runs (the progress bar's tick)
+        raise KeyboardInterrupt
+
+    raised = False
+    try:  # not pytest.raises: its record of the exception would keep the task that held it alive
+        calibrate(Workload(request_rate=20, num_prompts=8, input_len=4, output_len=4, warmup=0), on_result=interrupted)
+    except KeyboardInterrupt:
+        raised = True
+    gc.collect()  # the task that held it, collected: asyncio would log what it held then (on stderr, for firedup)
+    assert raised and [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []

@@ -411,7 +411,17 @@ def _input_lengths(results: list[metrics.RequestResult], computed: dict[str, Any
 
 
 def run(url: str, workload: Workload, **kwargs: Any) -> BenchResult:
-    return asyncio.run(run_async(url, workload, **kwargs))
+    with asyncio.Runner() as runner:
+        runner.get_loop().set_exception_handler(_interruption_raised_once)
+        return runner.run(run_async(url, workload, **kwargs))
+
+
+def _interruption_raised_once(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A Ctrl-C or SIGTERM that lands inside one of the run's tasks reaches run's
+    caller, who says so; the task left holding it would say it again when
+    collected ("Task exception was never retrieved", traceback and all)."""
+    if not isinstance(context.get("exception"), (KeyboardInterrupt, SystemExit)):
+        loop.default_exception_handler(context)
 
 
 def calibrate(workload: Workload, **kwargs: Any) -> BenchResult:
