@@ -72,6 +72,9 @@ REPEAT_LINES = 20
 # spaces in: a first line that is a frame further in was pasted with the rest
 # as the indent. (A quote's "> " is a prefix: lines.parse.)
 _INDENT = re.compile(r"[ \t]+(?=  File \")|[ \t]+(?!File \"|at |[\^~]|\S*Error\b)(?=\S)")
+# An indented line that gives no indent to take (an exception line, a frame or caret
+# not where Python prints them): the next line decides whether the paste is indented.
+_NO_INDENT_TO_TAKE = re.compile(r"[ \t]+\S")
 
 
 def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
@@ -184,7 +187,7 @@ class Engine:
             if rule.kind in _GOING_ON:
                 break
             found = Signal("last_words", lineno, line.text, rule, line.origin,
-                           explains=rule if rule.kind == "cause" else None)
+                           explains=rule if rule.kind == "cause" else None, message=line.message, level=line.level)
         return [found] if found is not None else []
 
     def idle(self) -> list[Signal]:
@@ -282,7 +285,8 @@ class Engine:
             line = line._replace(text=record)
         if self._indent is None and line.message.strip():
             indent = _INDENT.match(line.message)
-            self._indent = indent.group() if indent else ""
+            if indent is not None or not _NO_INDENT_TO_TAKE.match(line.message):
+                self._indent = indent.group() if indent else ""
         elif self._indent and line.message.strip() not in ("", self._indent.strip()) \
                 and not line.message.startswith(self._indent) and not self.scanner.after_carriage_return:
             # a line without it: the log was not pasted indented after all (not a progress bar's
@@ -492,14 +496,16 @@ class Engine:
                     for lineno, line in s.data.get("details", ()):
                         found = self._cause_of(line)
                         if found is not None and not found.consequence:
-                            s, rule = replace(s, lineno=lineno, line=line.text), found
+                            s = replace(s, lineno=lineno, line=line.text, message=line.message, level=line.level)
+                            rule = found
                             break
                     else:
                         # pydantic's header says only which model failed; its first error says why
                         said = next(((n, d) for n, d in s.data.get("details", ()) if _PYDANTIC_ERROR.match(d.message)),
                                     None) if pydantic else None
                         if said is not None:
-                            s = replace(s, lineno=said[0], line=said[1].text)
+                            s = replace(s, lineno=said[0], line=said[1].text, message=said[1].message,
+                                        level=said[1].level)
                 statement = s.data.get("statement", "")
                 if rule is None and _BARE_ASSERT.match(s.data["message"]) and statement.startswith("assert "):
                     # a bare AssertionError says what failed only in the assert its traceback shows
@@ -533,4 +539,4 @@ class Engine:
             data["total"] = int(data.get("total", 0))
             if data.get("desc"):
                 data["desc"] = data["desc"].strip(" :")
-        return Signal(rule.kind, lineno, line.text, rule, line.origin, data)
+        return Signal(rule.kind, lineno, line.text, rule, line.origin, data, message=line.message, level=line.level)

@@ -236,16 +236,15 @@ def _glued_in(message: str, line: str) -> bool:
     or after a progress bar that ended no line. A longer line that holds it once
     with other words (its source location) is a copy, not glue."""
     message, line = message.strip(), line.strip()
-    if message == line or message not in line:
+    if not message or message == line or message not in line:
         return False
     before = line[:line.index(message)].strip()
     return line.count(message) > 1 or (bool(before) and before in message) or _BAR_END.search(before) is not None
 
 
-def _handled_exception(line: str) -> bool:
+def _handled_exception(s: Signal) -> bool:
     """An exception line a logger wrote at WARNING level or below: handled."""
-    parsed = parse(line)
-    return parsed.level in _HANDLED_LEVELS and _EXCEPTION_LINE.match(parsed.message) is not None
+    return s.level in _HANDLED_LEVELS and _EXCEPTION_LINE.match(s.message) is not None
 
 
 # What a line says failed to import: "Failed to import from vllm._C with ImportError(...)",
@@ -255,7 +254,7 @@ _IMPORTED = re.compile(r"\b(?:import(?: name '?\w+'? from| from)?|[Nn]o module n
 
 def _names_import(best: Signal, line: Signal) -> bool:
     """Whether a root names the module a line says failed to import (its last part)."""
-    m = _IMPORTED.search(parse(line.line).message)
+    m = _IMPORTED.search(line.message)
     name = m.group("module").rsplit(".", 1)[-1] if m else ""
     return len(name) > 1 and re.search(rf"(?<!\w){re.escape(name)}\b", best.line) is not None
 
@@ -1187,7 +1186,7 @@ class Judge:
                 rule = context.cause_rule
                 if _score(best) <= 1 or best.kind != "exception" or context.lineno > best.lineno \
                         or self._library_of(best) \
-                        or (rule is not None and rule.arose and parse(context.line).level not in _HANDLED_LEVELS):
+                        or (rule is not None and rule.arose and context.level not in _HANDLED_LEVELS):
                     evidence = context
             elif rule is None and best.kind == "exception":
                 # an exception no rule explains, then a line saying the warm-up
@@ -1208,7 +1207,7 @@ class Judge:
             # failed (its output, not another exception of the chain: "Error building extension")
             evidence = next((c for c in self.causes if c.cause == "compile_error"
                              and 0 < c.lineno - best.lineno <= BURST_LINES
-                             and not _EXCEPTION_LINE.match(parse(c.line).message)), best)
+                             and not _EXCEPTION_LINE.match(c.message)), best)
         if evidence is best and best.kind == "fatal" and _HEADER.search(best.line):
             # "Initialization failed. warmup error: Traceback ...": its exception says what failed
             evidence = next((c for c in candidates if c.kind == "exception"
@@ -1315,7 +1314,7 @@ class Judge:
         bare = best.kind == "exception" and bool(_NO_MESSAGE.match(best.data.get("message", "")))
         arose = [c for c in self.causes if since <= c.lineno and c.cause == best.cause
                  and c.cause_rule is not None and c.cause_rule.arose and not _WATCHDOG_REPORT.search(c.line)
-                 and (bare or parse(c.line).level not in _HANDLED_LEVELS)]
+                 and (bare or c.level not in _HANDLED_LEVELS)]
         before = next((c for c in arose if c.lineno < best.lineno), None)
         rule = best.cause_rule
         if before is not None or rule is None or rule.arose:
@@ -1384,8 +1383,9 @@ class Judge:
         same rule reads (within BURST_LINES: ggml's assert from threads that
         printed at once, a progress bar with no line end before it): that later
         line, the message whole, is the root."""
+        # the glued line as written: the engine read its message off the glue
         return next((c for c in candidates if 0 < c.lineno - best.lineno <= BURST_LINES
-                     and c.rule is best.rule and _glued_in(parse(c.line).message, parse(best.line).message)), best)
+                     and c.rule is best.rule and _glued_in(c.message, parse(best.line).message)), best)
 
     @staticmethod
     def _library_of(best: Signal) -> set[str]:
@@ -1412,10 +1412,10 @@ class Judge:
         library = self._library_of(best)
         # a frame of a crash's stack says where a native crash died, not what an error line meant (_died_in)
         causes = [c for c in self.causes
-                  if not _handled_exception(c.line) and not (c.cause_rule is not None and c.cause_rule.stack)
+                  if not _handled_exception(c) and not (c.cause_rule is not None and c.cause_rule.stack)
                   and (library <= set(_TOKEN.split(c.line)) if library else
                        not (c.cause in ("missing_module", "missing_shared_lib") and not _names_import(best, c)
-                            and (parse(c.line).level in _HANDLED_LEVELS or best.lineno - c.lineno > BURST_LINES)))]
+                            and (c.level in _HANDLED_LEVELS or best.lineno - c.lineno > BURST_LINES)))]
         before = [c for c in causes if since <= c.lineno <= best.lineno]
         after = [c for c in causes if c.lineno > best.lineno]
         near = [*reversed(before), *after]

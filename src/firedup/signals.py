@@ -33,6 +33,10 @@ class Signal:
     # line ("error loading model: unable to allocate CUDA0 buffer") or an
     # exception line whose cause a cause rule reads.
     explains: Rule | None = None
+    # The line as the engine read it, under any prefix and any indent of a log
+    # pasted indented: its message and the level it was logged at.
+    message: str = ""
+    level: str = ""
 
     @property
     def cause_rule(self) -> Rule | None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from .lines import Line
+from .lines import Line, parse
 from .signals import Signal
 
 HEADER = re.compile(r"Traceback \(most recent call last\):\s*$")
@@ -150,7 +150,7 @@ class _Block:
         self.request = False  # its frames pass through an HTTP server's handling of a request
         self.engine = False  # its frames pass through the engine's own loop
         # the last frame or source line read: where a traceback cut off before its exception got
-        self.said: tuple[int, str] | None = None
+        self.said: tuple[int, Line] | None = None
 
     def see(self, frame: str) -> None:
         self.request = self.request or bool(_REQUEST_FRAME.match(frame))
@@ -230,10 +230,11 @@ class Assembler:
             self._before = (lineno, line.origin, "WARNING")
         if BARE.match(msg):
             out.append(Signal("exception", lineno, line.text, origin=line.origin,
-                              data={"message": msg, "request": request_site(line.text)}))
+                              data={"message": msg, "request": request_site(line.text)},
+                              message=line.message, level=line.level))
         elif WHAT.match(msg):
             out.append(Signal("exception", lineno, line.text, origin=line.origin,
-                              data={"message": msg.strip(), "what": True}))
+                              data={"message": msg.strip(), "what": True}, message=line.message, level=line.level))
         return self._expire(lineno, out)
 
     def _join(self, block: _Block, lineno: int, line: Line) -> bool:
@@ -251,10 +252,10 @@ class Assembler:
                 if _FRAME.match(msg):
                     block.frame, block.statement = msg.lstrip(" >"), ""
                     block.see(block.frame)
-                    block.said = (lineno, line.text)
+                    block.said = (lineno, line)
                 elif not block.statement and not _CARETS.match(msg):
                     block.statement = msg.strip()
-                    block.said = (lineno, line.text)
+                    block.said = (lineno, line)
                 return True
             if msg.startswith(_FLAT_FRAME) or block.flat or (block.statement and _CARETS.match(msg)):
                 # a traceback pasted with its indent lost: a frame at the margin, its source
@@ -263,10 +264,10 @@ class Assembler:
                 if msg.startswith(_FLAT_FRAME):
                     block.frame, block.statement, block.flat = msg, "", True
                     block.see(block.frame)
-                    block.said = (lineno, line.text)
+                    block.said = (lineno, line)
                 elif block.flat:
                     block.statement, block.flat = msg.strip(), False
-                    block.said = (lineno, line.text)
+                    block.said = (lineno, line)
                 return True
             # before any frame only a name that says it is an exception ends the block
             # ("Error: DownloadError" is TGI's launcher, interleaved under a header)
@@ -339,16 +340,17 @@ class Assembler:
                 # of frames that says nothing of how it ended (no error record's level)
                 return []
             # cut off before its exception: the failing line it got to is the evidence
-            lineno, text = block.said or (block.lineno, block.text)
-            return [Signal("traceback", lineno, text, origin=block.origin,
+            lineno, said = block.said or (block.lineno, parse(block.text))
+            return [Signal("traceback", lineno, said.text, origin=block.origin,
                            data={"traceback": block.lineno, "header": block.text, "request": block.request,
-                                 "engine": block.engine})]
+                                 "engine": block.engine}, message=said.message, level=said.level or block.level)]
         return [
             Signal("exception", lineno, line.text, origin=line.origin,
                    data={"message": line.message, "chain": i, "traceback": block.lineno,
                    "level": line.level or block.level, "caught": lineno in block.caught,
                          "wraps": lineno in block.wrappers, "request": block.request, "engine": block.engine,
                          "header": block.text, "details": block.details.get(lineno, []),
-                   "frame": block.frames.get(lineno, ""), "statement": block.statements.get(lineno, "")})
+                   "frame": block.frames.get(lineno, ""), "statement": block.statements.get(lineno, "")},
+                   message=line.message, level=line.level)
             for i, (lineno, line) in enumerate(block.exceptions)
         ]
