@@ -166,6 +166,22 @@ def test_a_log_from_another_machine_gets_the_same_verdict(how):
     assert not changed, changed
 
 
+@pytest.mark.parametrize("name", [
+    "vllm-2026-gemma4-31b-flashinfer-max-mma-kv-warmup-fail",  # a warning-level ImportError before the failure
+    "vllm-ascend-0.7.3rc2-engine-process-plugin-import-fails-failed-to-infer-device-type",  # begins on an exception
+])
+def test_a_log_pasted_indented_gets_the_same_verdict(name):
+    """A log indented as a markdown code block: the judge reads each line's level
+    under the indent (a warning stays a warning), and a first line that gives no
+    indent to take leaves the next to decide."""
+    import io
+
+    log = FIXTURES / "reported" / f"{name}.log"
+    lines = log.read_bytes().decode("utf-8", "replace").split("\n")
+    want, got = diagnose(str(log)), diagnose(io.BytesIO("\n".join("    " + x if x else x for x in lines).encode()))
+    assert (got.outcome, got.cause, got.evidence["lineno"]) == (want.outcome, want.cause, want.evidence["lineno"])
+
+
 # TGI's --json-output (as Kubernetes deployments run it): one JSON record per
 # event, a multi-line message (a shard's traceback) inside one record.
 _TGI_RECORD = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.]+Z)\s+(TRACE|DEBUG|INFO|WARN|ERROR)\s+"
