@@ -72,9 +72,9 @@ REPEAT_LINES = 20
 # spaces in: a first line that is a frame further in was pasted with the rest
 # as the indent. (A quote's "> " is a prefix: lines.parse.)
 _INDENT = re.compile(r"[ \t]+(?=  File \")|[ \t]+(?!File \"|at |[\^~]|\S*Error\b)(?=\S)")
-# An indented line that gives no indent to take (an exception line, a frame or caret
-# not where Python prints them): the next line decides whether the paste is indented.
-_NO_INDENT_TO_TAKE = re.compile(r"[ \t]+\S")
+# An indented exception line gives no indent to take (a chained one may be indented
+# in a plain log): as a paste's first line, it leaves the next line to decide.
+_NO_INDENT_TO_TAKE = re.compile(r"[ \t]+\S*Error\b")
 
 
 def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
