@@ -1156,6 +1156,29 @@ def test_a_chained_import_failure_names_the_import_that_explains_the_fallback():
     assert v.cause == "missing_shared_lib"
 
 
+_HUB_401 = (
+    "Traceback (most recent call last):\n"
+    "  File \"/v/huggingface_hub/utils/_http.py\", line 409, in hf_raise_for_status\n"
+    "    response.raise_for_status()\n"
+    "  File \"/v/requests/models.py\", line 1026, in raise_for_status\n"
+    "    raise HTTPError(http_error_msg, response=self)\n"
+    "requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: "
+    "https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json\n\n"
+    "The above exception was the direct cause of the following exception:\n\n"
+    "Traceback (most recent call last):\n")
+
+
+def test_an_exception_its_handler_says_again_in_its_own_words_gives_way_to_it():
+    # the hub client raises requests' HTTPError again as its GatedRepoError
+    v = _failed(_HUB_401 + "  File \"/v/huggingface_hub/utils/_http.py\", line 426, in hf_raise_for_status\n"
+                "    raise _format(GatedRepoError, message, response) from e\n"
+                "huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-66e6)\n")
+    assert v.cause == "model_not_found" and v.evidence["line"].startswith("huggingface_hub.errors.GatedRepoError")
+    # a window cut before the hub's own error: requests' is the root
+    v = _failed(_HUB_401)
+    assert v.cause == "model_not_found" and v.evidence["line"].startswith("requests.exceptions.HTTPError: 401")
+
+
 @pytest.mark.parametrize("chain,evidence", [
     # a lookup a handler caught, then raised the error that says what failed
     ("During handling of the above exception, another exception occurred:", "ValueError: Can't patch loop"),

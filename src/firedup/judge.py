@@ -68,7 +68,9 @@ exception lines, tracebacks cut short), in log order, the root is
 1. the first that names a root cause: any cause but the ones below;
 2. else the first ``missing_module``: a module that failed to import is often a
    fallback whose own ImportError (an undefined symbol, a missing library) is
-   the cause, later in the chain;
+   the cause, later in the chain; or the first exception a ``translated`` rule
+   reads, which its handler raises again in its own words (requests'
+   HTTPError, the hub client's GatedRepoError after it);
 3. else the first error message: an exception naming no cause (not a lookup
    that missed, a KeyError, a StopIteration, when a handler caught it and
    raised another: that one says what failed; nor TorchScript's "operation failed
@@ -445,7 +447,7 @@ class Verdict:
 def _score(s: Signal) -> float:
     """How well a failure signal proves the failure and names its root cause
     (the tiers of the policy in this module's docstring)."""
-    if s.cause == "missing_module":
+    if s.cause == "missing_module" or (s.cause_rule is not None and s.cause_rule.translated):
         return 3
     if not _weak(s):
         # a wrapper that quotes the cause ("Failed to initialize executor on

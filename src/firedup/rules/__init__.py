@@ -81,6 +81,10 @@ class Rule:
     # The line where its cause arose (NCCL's WARN at the call that failed): a root
     # of the same cause after it, which says only that it failed, gives it the evidence.
     arose: bool = False
+    # An exception its handler turns into one that says the same failure in its own
+    # words (requests' HTTPError under the hub client, which raises GatedRepoError):
+    # the root only where the log shows no exception naming a root cause after it.
+    translated: bool = False
     # A frame of a native crash's stack that names the library it died in: the
     # cause of a segfault or abort just above it.
     stack: bool = False
@@ -178,9 +182,9 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "start_after_end", "ends", "before_bind", "consequence",
-                              "arose", "stack", "stop_when_ready", "after_stop", "gated", "frame", "examples", "served",
-                              "up", "after", "request", "offline", "until_ready", "warmup_follows",
-                              "engine_start", "engine_up", "frontend"}
+                              "arose", "translated", "stack", "stop_when_ready", "after_stop", "gated", "frame",
+                              "examples", "served", "up", "after", "request", "offline", "until_ready",
+                              "warmup_follows", "engine_start", "engine_up", "frontend"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -219,6 +223,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             start_after_end=bool(raw.get("start_after_end", False)), ends=bool(raw.get("ends", False)),
             before_bind=bool(raw.get("before_bind", False)),
             consequence=bool(raw.get("consequence", False)), arose=bool(raw.get("arose", False)),
+            translated=bool(raw.get("translated", False)),
             stack=bool(raw.get("stack", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
             after_stop=bool(raw.get("after_stop", False)),
