@@ -1156,6 +1156,41 @@ def test_a_chained_import_failure_names_the_import_that_explains_the_fallback():
     assert v.cause == "missing_shared_lib"
 
 
+def test_a_traceback_cut_before_its_exception_takes_the_error_logged_with_it():
+    # logging's exception(): the handler's message, then the traceback
+    v = _failed("2025-05-16T04:56:18.119Z ERROR engine.run_mp_engine: NIXL_ERR_BACKEND\n"
+                "Traceback (most recent call last):\n"
+                "  File \"/v/vllm/engine/multiprocessing/engine.py\", line 586, in run_mp_engine\n"
+                "    engine = MQLLMEngine.from_vllm_config(\n")
+    assert v.cause == "other" and v.evidence["line"].endswith("run_mp_engine: NIXL_ERR_BACKEND")
+    # a line above it that is no error record says nothing of it: where it got to is the evidence
+    v = _failed("INFO 05-16 04:56:18 [engine.py:1] Initialized NIXL agent\n"
+                "Traceback (most recent call last):\n"
+                "  File \"/v/vllm/engine/multiprocessing/engine.py\", line 586, in run_mp_engine\n"
+                "    engine = MQLLMEngine.from_vllm_config(\n")
+    assert v.evidence["line"] == "    engine = MQLLMEngine.from_vllm_config("
+
+
+@pytest.mark.parametrize("native", [
+    "E1104 06:35:19.118512 2368741 nixl_agent.cpp:473] registerMem: registration failed for all backends",
+    "E0000 00:00:1762238119.118504 2368741 gpunetio_backend.cpp:1105] Can't register memory for unknown device 3",
+    "[1754890927.298391] [decode-0:270  :0]    ib_mlx5dv_md.c:1100 UCX  ERROR mlx5_7: ibv_modify_qp failed: No such device",
+])
+def test_a_native_librarys_error_record_is_where_a_wordless_failure_arose(native):
+    v = _failed(f"{native}\n[2025-11-04 06:35:19 TP3] Scheduler hit an exception: Traceback (most recent call last):\n",
+                server="sglang")
+    assert v.cause == "other" and v.evidence["line"] == native
+
+
+def test_a_cc_files_record_is_left_to_its_own_pack():
+    # TensorFlow's registration noise on import (and Triton's records, which its pack reads)
+    noise = ("E0000 00:00:1750755252.315513  244589 cuda_dnn.cc:8310] Unable to register cuDNN factory: "
+             "Attempting to register factory for plugin cuDNN when one has already been registered")
+    v = _failed(f"{noise}\n[2025-11-04 06:35:19 TP3] Scheduler hit an exception: Traceback (most recent call last):\n",
+                server="sglang")
+    assert v.evidence["line"] != noise
+
+
 _HUB_401 = (
     "Traceback (most recent call last):\n"
     "  File \"/v/huggingface_hub/utils/_http.py\", line 409, in hf_raise_for_status\n"

@@ -99,7 +99,9 @@ exception lines, tracebacks cut short), in log order, the root is
 4. else the first fatal line naming no cause ("Engine core initialization
    failed"), one that only heads a dump ("Shard complete standard error
    output:", marked ``consequence``) after the others, else the first
-   traceback cut off before its exception;
+   traceback cut off before its exception (its evidence the error record
+   logged right above its header, when there is one: logging's exception()
+   writes the handler's message, then the traceback);
 5. a log that ended (or a process that exited) with none of these, no ready
    line and no stop, on error lines that no rule reads as the server going
    on (the engine's last words: "Native API failed ...", "Floating point

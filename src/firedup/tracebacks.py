@@ -339,8 +339,14 @@ class Assembler:
                 # frames alone: a stack printed, no error (the log goes on), or a window
                 # of frames that says nothing of how it ended (no error record's level)
                 return []
-            # cut off before its exception: the failing line it got to is the evidence
+            # cut off before its exception: the failing line it got to is the evidence, or
+            # the error record right above its header (logging's exception(): the message
+            # the handler logged with it, often the exception's own)
             lineno, said = block.said or (block.lineno, parse(block.text))
+            if block.before is not None and block.before[0] == block.lineno - 1:
+                logged = parse(block.before[1])
+                if logged.level in ("ERROR", "CRITICAL", "FATAL") and logged.origin == block.origin:
+                    lineno, said = block.before[0], logged
             return [Signal("traceback", lineno, said.text, origin=block.origin,
                            data={"traceback": block.lineno, "header": block.text, "request": block.request,
                                  "engine": block.engine}, message=said.message, level=said.level or block.level)]
