@@ -1,4 +1,5 @@
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -10,6 +11,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 CORPUS = SHARED / "corpus" / "real"
 FIXTURES = ROOT / "tests" / "fixtures"
+
+# A test run started in the background (a shell's `make test &`) inherits SIGINT
+# ignored, and so would every process it starts: the tests of what Ctrl-C does
+# need it delivered. A handler (unlike an ignore) is reset to the default at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def corpus_logs() -> list[Path]:
