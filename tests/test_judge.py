@@ -1182,6 +1182,28 @@ def test_a_native_librarys_error_record_is_where_a_wordless_failure_arose(native
     assert v.cause == "other" and v.evidence["line"] == native
 
 
+def test_a_librarys_first_report_is_where_a_log_that_ends_on_its_reports_arose():
+    # NVSHMEM reporting each step of its failed set-up, then its bootstrap giving up:
+    # no exception, no exit line, the log ends on its words
+    first = "/w/nvshmem/src/modules/transport/ibrc/ibrc.cpp:418: non-zero status: 22 ibv_modify_qp failed"
+    others = "".join(f"host:12:{n} [4] NCCL INFO Channel {n:02d}/0 : 4[4] -> 5[5] via P2P/IPC\n" for n in range(30))
+    v = _failed(f"{first}\n{others}/w/nvshmem/src/host/init/init.cu:1007: non-zero status: 7 nvshmem setup "
+                "connections failed\n/w/nvshmem/src/modules/bootstrap/uid/bootstrap_uid.cpp:571: non-zero status: -6 "
+                "barrier failed\n")
+    assert v.cause == "other" and v.evidence["line"] == first
+
+
+def test_an_error_is_not_traced_back_to_a_warning_of_the_same_cause_above_it():
+    # ggml's Vulkan backend warns that pinned memory is short and goes on; the
+    # driver's own out-of-memory word, then the device lost, is where it failed
+    warned = ("5.06.482.253 W ggml_vulkan: Failed to allocate pinned memory (Requested buffer size exceeds device "
+              "buffer size limit: ErrorOutOfDeviceMemory)")
+    radv = "radv/amdgpu: Not enough memory for command submission."
+    v = _failed(f"{warned}\n{radv}\nterminate called after throwing an instance of 'vk::DeviceLostError'\n"
+                "  what():  vk::Queue::submit: ErrorDeviceLost\n", server="llamacpp")
+    assert v.cause == "cuda_oom" and v.evidence["line"] == radv
+
+
 def test_a_cc_files_record_is_left_to_its_own_pack():
     # TensorFlow's registration noise on import (and Triton's records, which its pack reads)
     noise = ("E0000 00:00:1750755252.315513  244589 cuda_dnn.cc:8310] Unable to register cuDNN factory: "
@@ -1567,7 +1589,21 @@ def test_a_stop_from_outside_after_ready_is_ready():
     run.log("(APIServer pid=1) KeyboardInterrupt: terminated\n"
             "ERROR 04-11 09:53:58 [multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 338 died, exit code: -15\n"
             "terminate called after throwing an instance of 'std::runtime_error'\n")
-    assert run.finish().outcome == "ready"
+    v = run.finish()
+    assert v.outcome == "ready"
+    ready_at = (VLLM_START + VLLM_READY).count("\n")
+    assert v.notes == [f"the server was ready (at line {ready_at}), then was stopped from outside at line "
+                       f"{ready_at + 1}, 1 lines later: (APIServer pid=1) KeyboardInterrupt: terminated"]
+    shut = Run()
+    shut.log(VLLM_START + VLLM_READY + "INFO:     Shutting down\nINFO:     Finished server process [7]\n")
+    assert any(f"then shut down at line {ready_at + 2}" in note for note in shut.finish().notes)
+    # a V1 worker's signal handler, then the engine noticing its worker gone
+    killed = Run()
+    killed.log(VLLM_START + VLLM_READY + "(Worker_TP3 pid=5) WARNING 04-27 12:22:48 [multiproc_executor.py:884] "
+               "WorkerProc was terminated\n(APIServer pid=1) INFO:     Shutting down\n(EngineCore pid=4) ERROR 04-27 "
+               "12:22:53 [multiproc_executor.py:283] Worker proc VllmWorker-0 died unexpectedly, shutting down "
+               "executor.\n")
+    assert killed.finish().outcome == "ready"
 
 
 def test_a_stop_from_outside_before_ready_is_incomplete():

@@ -49,7 +49,8 @@ Rules for the outcome:
   began its phase itself);
 - a stop from outside (a ``stopped`` line: SIGTERM, SIGINT, Ctrl-C, exit code
   -15 or 143) is no failure: the errors that follow it are the stop's. After
-  ready the outcome stays ``ready``; before ready, with no failure before the
+  ready the outcome stays ``ready``, with a note of the line where it was
+  stopped or shut down; before ready, with no failure before the
   stop, the run never got there (``incomplete``, live too: a deliberate stop
   is no hang), and the evidence is where it had got: the line before the stop (before the traceback
   a KeyboardInterrupt ends, and multiprocessing's "Process EngineCore:" above
@@ -136,7 +137,11 @@ error: unhandled system error") to that library's own word where the call
 failed, the first before it (a rule marked ``arose``: NCCL's WARN line), which
 also names the cause of an exception no rule explains (a bare ``assert result
 == 0`` on NCCL's return); so does a fatal root that names a cause (ROCm's
-"Memory access fault by GPU" after the kernel's own device-side assertion). A
+"Memory access fault by GPU" after the kernel's own device-side assertion), and
+a log that ends on a library's own reports (last words an ``arose`` rule reads:
+NVSHMEM's failed set-up) gives the evidence to its first report. A cause taken
+from the lines before an error reaches back over lines of the same cause, but
+not from an error to a warning the process went on after. A
 cancelled task (asyncio's ``CancelledError``) is never a root: what cancelled
 it (a stop, a shutdown, a client gone) is elsewhere, and a log ending on its
 traceback ends on no failure; nor is a clean exit (``SystemExit: 0``, raised
@@ -1200,7 +1205,9 @@ class Judge:
                              and c.cause == "warmup_failed"), None)
         elif best.kind in ("fatal", "last_words") or best.data.get("what"):
             evidence = self._first_copy(best)
-            if best.kind == "last_words":
+            if best.kind == "last_words" and best.cause_rule is not None and best.cause_rule.arose:
+                evidence = self._where_it_arose(evidence, candidates)  # a library's first report of it
+            elif best.kind == "last_words":
                 evidence = self._burst_start(evidence)
             elif best.kind == "fatal" and best.cause_rule is not None:
                 evidence = self._where_it_arose(evidence, candidates)
@@ -1405,7 +1412,8 @@ class Judge:
     def _context_cause(self, best: Signal) -> Signal | None:
         """The cause line nearest before the root (else the first after it),
         one naming a root cause first; of lines naming that cause just before
-        it, the first (an NCCL watchdog, then the abort that quotes it)."""
+        it, the first (an NCCL watchdog, then the abort that quotes it), not
+        reaching back from an error to a warning."""
         # a line the start-up went on after did not stop it: it explains no crash while serving
         since = max(best.lineno - CONTEXT_LINES, self.ready.lineno if self.ready is not None else 0)
         # an exception the server logged as a warning and went on after explains nothing
@@ -1429,7 +1437,8 @@ class Judge:
                      near[0] if near else None)
         if found is not None and found in before:
             for c in reversed(before[:before.index(found)]):
-                if c.cause != found.cause:
+                # a warning the process went on after is not where an error it logged began
+                if c.cause != found.cause or (c.level in _HANDLED_LEVELS and found.level not in _HANDLED_LEVELS):
                     break
                 found = c
         return found
@@ -1490,6 +1499,13 @@ class Judge:
             took += [f"{now - self.ready_at:.0f} s"] if now > self.ready_at else []
             return [f"the server was ready (at {where}) {' and '.join(took) or 'just'} before it failed: "
                     "a crash while serving, not at start-up"]
+        if outcome == "ready" and self.ready is not None and self.ready.lineno:
+            after = [s for s in (self.stopped, self.ended) if s is not None and s.lineno > self.ready.lineno]
+            if after:
+                how = "was stopped from outside" if after[0] is self.stopped else "shut down"
+                return [f"the server was ready (at line {self.ready.lineno}), then {how} at line "
+                        f"{after[0].lineno}, {after[0].lineno - self.ready.lineno} lines later: "
+                        f"{after[0].line.strip()[:160]}"]
         if outcome == "ready" and self.ready is None and self._only_requests():
             return ["no ready line in the log, but the server answered requests (with errors, each the "
                     "request's own, not a failure of the server): it was up"]
