@@ -1593,7 +1593,7 @@ def test_a_stop_from_outside_after_ready_is_ready():
     assert v.outcome == "ready"
     ready_at = (VLLM_START + VLLM_READY).count("\n")
     assert v.notes == [f"the server was ready (at line {ready_at}), then was stopped from outside at line "
-                       f"{ready_at + 1}, 1 lines later: (APIServer pid=1) KeyboardInterrupt: terminated"]
+                       f"{ready_at + 1}, 1 line later: (APIServer pid=1) KeyboardInterrupt: terminated"]
     shut = Run()
     shut.log(VLLM_START + VLLM_READY + "INFO:     Shutting down\nINFO:     Finished server process [7]\n")
     assert any(f"then shut down at line {ready_at + 2}" in note for note in shut.finish().notes)

@@ -1205,11 +1205,10 @@ class Judge:
                              and c.cause == "warmup_failed"), None)
         elif best.kind in ("fatal", "last_words") or best.data.get("what"):
             evidence = self._first_copy(best)
-            if best.kind == "last_words" and best.cause_rule is not None and best.cause_rule.arose:
-                evidence = self._where_it_arose(evidence, candidates)  # a library's first report of it
-            elif best.kind == "last_words":
+            arose = best.cause_rule is not None and best.cause_rule.arose  # last words a library's own report
+            if best.kind == "last_words" and not arose:
                 evidence = self._burst_start(evidence)
-            elif best.kind == "fatal" and best.cause_rule is not None:
+            elif best.kind in ("fatal", "last_words") and best.cause_rule is not None:
                 evidence = self._where_it_arose(evidence, candidates)
         elif best.kind in ("exception", "fatal") and best.cause_rule is not None:
             evidence = self._where_it_arose(best, candidates)
@@ -1499,13 +1498,6 @@ class Judge:
             took += [f"{now - self.ready_at:.0f} s"] if now > self.ready_at else []
             return [f"the server was ready (at {where}) {' and '.join(took) or 'just'} before it failed: "
                     "a crash while serving, not at start-up"]
-        if outcome == "ready" and self.ready is not None and self.ready.lineno:
-            after = [s for s in (self.stopped, self.ended) if s is not None and s.lineno > self.ready.lineno]
-            if after:
-                how = "was stopped from outside" if after[0] is self.stopped else "shut down"
-                return [f"the server was ready (at line {self.ready.lineno}), then {how} at line "
-                        f"{after[0].lineno}, {after[0].lineno - self.ready.lineno} lines later: "
-                        f"{after[0].line.strip()[:160]}"]
         if outcome == "ready" and self.ready is None and self._only_requests():
             return ["no ready line in the log, but the server answered requests (with errors, each the "
                     "request's own, not a failure of the server): it was up"]
@@ -1526,4 +1518,12 @@ class Judge:
             return [f"the health endpoint answered (the port is held by {self.holder}), but no process is known "
                     "for this log (no --pid, and none has it open for writing): that it is this log's server was "
                     "not checked (--pid ties them)"]
+        if outcome == "ready" and self.ready is not None and self.ready.lineno:
+            after = [s for s in (self.stopped, self.ended) if s is not None and s.lineno > self.ready.lineno]
+            if after:
+                end = min(after, key=lambda s: s.lineno)
+                how = "was stopped from outside" if end is self.stopped else "shut down"
+                lines = end.lineno - self.ready.lineno
+                return [f"the server was ready (at line {self.ready.lineno}), then {how} at line {end.lineno}, "
+                        f"{lines} line{'s' if lines > 1 else ''} later: {end.line.strip()[:160]}"]
         return []
