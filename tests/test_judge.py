@@ -176,6 +176,14 @@ def test_an_sglang_log_ending_in_its_own_warm_up_is_ready_only_once_finished():
     run = Run()  # a poll of /model_info alone is no request answered
     run.log(SGLANG_ARGS + answered.splitlines(keepends=True)[0])
     assert run.finish().outcome == "incomplete"
+    # ranks waiting on a JIT build's lock that another rank holds: it had not finished warming up
+    waits = ("[aiter] start build [module_rmsnorm] under /sgl-workspace/aiter/aiter/jit/build/module_rmsnorm\n"
+             "[2025-12-09 10:58:15 TP3] waiting for baton release at /sgl-workspace/aiter/aiter/jit/build/lock_module_rmsnorm\n"
+             "[2025-12-09 10:58:20 TP2] waiting for baton release at /sgl-workspace/aiter/aiter/jit/build/lock_module_rmsnorm\n")
+    run = Run()
+    run.log(SGLANG_ARGS + up + waits)
+    v = run.finish()
+    assert v.outcome == "incomplete" and v.evidence["lineno"] == SGLANG_ARGS.count("\n") + 6
 
 
 def test_llamacpp_listening_before_model_load_is_not_ready():
@@ -1844,6 +1852,11 @@ def test_a_fatal_line_opening_a_traceback_gives_the_evidence_to_its_exception():
                 "  File \"server.py\", line 621, in _wait_and_warmup\n"
                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n", server="sglang")
     assert v.cause == "cuda_oom"  # a warm-up that ran out of memory: the memory is the cause
+    # SGLang 0.3 logged its weights through vLLM's loader: vLLM's log format names the family
+    # (weakly) before any SGLang line, and SGLang's own wording is still read
+    v = _failed("INFO 11-26 14:23:34 weight_utils.py:243] Using model weights format ['*.safetensors']\n"
+                "[2024-11-26 14:25:58] Initialization failed. warmup error: Traceback (most recent call last):\n")
+    assert v.cause == "warmup_failed"
 
 
 def test_an_exception_naming_no_cause_gives_way_to_the_cause_its_output_names():

@@ -157,6 +157,13 @@ def test_podman_composes_bracketed_service_and_an_exports_timestamp_and_tab_are_
         == "main: server is listening on http://127.0.0.1:8080"
 
 
+def test_uvicorns_level_behind_its_loggers_name_is_peeled_but_a_messages_own_words_are_kept():
+    # KServe's format: "%(asctime)s %(name)s %(levelprefix)s %(message)s"
+    line = parse("2025-03-14 06:05:36.143 uvicorn.error INFO:     Application startup complete.")
+    assert (line.message, line.level) == ("Application startup complete.", "INFO")
+    assert parse("CUDA ERROR: out of memory").message == "CUDA ERROR: out of memory"
+
+
 def test_a_log_viewers_timestamp_column_is_peeled_and_the_frames_keep_their_indent():
     line = parse("2026-04-19 12:55:33.728 | (EngineCore pid=196) ERROR 04-19 10:55:33 [c.py:1] Engine died.")
     assert line.message == "Engine died." and line.origin == "(EngineCore pid=196)"

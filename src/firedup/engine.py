@@ -469,11 +469,13 @@ class Engine:
 
     def _reads(self, rule: Rule) -> bool:
         """Whether a rule reads this log: the generic pack's always, a family's
-        once the log is known to be that family's (or, ungated, while no family is).
+        once the log is known to be that family's (or, ungated, while no family is
+        for sure: a weak detect line, vLLM's log format in SGLang 0.3's log, may give way).
         A rule other than a ready one with ``after`` reads only once a line of those rules was."""
         if rule.after is not None and rule.kind != "ready" and self._read_ids.isdisjoint(rule.after):
             return False
-        return rule.family == "generic" or rule.family == self.family or (not rule.gated and self.family is None)
+        return rule.family == "generic" or rule.family == self.family \
+            or (not rule.gated and (self.family is None or self._weak))
 
     def _cause_of(self, line: lines.Line) -> Rule | None:
         """The first rule in priority order that names a cause and matches the line."""

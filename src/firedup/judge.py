@@ -1100,11 +1100,18 @@ class Judge:
         HTTP server is up (SGLang) ends after that (or, in a window that begins
         after it, after a request it answered), before its ready line, with
         nothing failing and nothing going down: a window cut there shows a
-        server that was up. Only for a finished log: watched live, silence
-        there is a warm-up that hangs."""
+        server that was up; not one that ends on a process waiting on another
+        (ranks waiting on a JIT build's lock). Only for a finished log: watched
+        live, silence there is a warm-up that hangs."""
         return self.ready is None and self.stopped is None and self.exit_code is None \
             and self.up is not None and self.up.rule is not None and self.up.rule.warmup_follows \
-            and self.phase in ("warmup", "http") and self.before_shutdown is None
+            and self.phase in ("warmup", "http") and self.before_shutdown is None and not self._ends_waiting()
+
+    def _ends_waiting(self) -> bool:
+        """Whether the last line a rule read says a process waits on another (a
+        JIT build's lock another rank holds)."""
+        return self.last_read is not None and self.last_read.kind == "heartbeat" \
+            and self.last_read.rule is not None and self.last_read.rule.waiting
 
     def _stop_signal(self) -> str | None:
         """The signal a process that ended before ready with no failure in its log
@@ -1445,11 +1452,14 @@ class Judge:
     def _where_it_got(self) -> dict[str, Any] | None:
         """A start that never got there: its last line, or when it ends on a
         server waiting ("Waiting for shard 0 to be ready...", a heartbeat and
-        what follows it), the last start-up line before the waiting began; when
+        what follows it), the last start-up line before the waiting began, but
+        where a process says what it waits on (a build lock), that line; when
         it ends going down (a shutdown line), the last start-up line before that;
         a progress bar still at 0 gives way to the phase line that began it."""
         if self.before_shutdown is not None:
             return self._evidence_of(self._got_to(self.before_shutdown))
+        if self._ends_waiting():
+            return self._evidence_of(self.last_read)
         if self.last_read is not None and self.last_read.kind == "heartbeat" and self.last_startup is not None:
             return self._evidence_of(self._got_to(self.last_startup))
         if self.last_startup is not None and self.last_line is not None \

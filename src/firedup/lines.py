@@ -85,8 +85,10 @@ _PREFIXES = [
     # a container runtime's log file (CRI, a Kubernetes node's /var/log/pods), after its timestamp: "stderr F "
     re.compile(r"(?:(?P<origin>[\w.-]+) )?(?:STDOUT|STDERR|stdout|stderr): |\[(?:STDOUT|STDERR|stdout|stderr)\] "
                r"|(?:stdout|stderr) [FP] "),
-    # uvicorn: "INFO:     "
-    re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"),
+    # uvicorn: "INFO:     ", behind its logger's name where a format puts it (KServe's
+    # "%(asctime)s %(name)s %(levelprefix)s": "uvicorn.error INFO:     "); a lowercase dotted
+    # name only, so that a message of its own ("CUDA ERROR: ...") keeps its words
+    re.compile(r"(?:uvicorn(?:\.\w+)? |[a-z_]\w*(?:\.\w+)+ )?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"),
     # llama.cpp log format: "0.03.017.828 I "
     re.compile(r"\d+\.\d\d\.\d\d\d\.\d\d\d (?P<level>[DIWE]) "),
     # llama.cpp's 2023-2024 log file (llama.log, llamafile): a unix time, then the

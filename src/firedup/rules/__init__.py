@@ -105,6 +105,10 @@ class Rule:
     # An ``up`` line after which the server runs its own warm-up request, its ready
     # line coming only after that (SGLang): silence after it is not up.
     warmup_follows: bool = False
+    # A heartbeat that says a process waits on another (a build lock another rank
+    # holds): a finished log that ends on such lines in its warm-up had not
+    # finished warming up, and where it stopped is the wait.
+    waiting: bool = False
     # The end of an offline run's batch (no HTTP server, no ready line): its engine
     # was up; the evidence is the last start-up line before it.
     offline: bool = False
@@ -184,7 +188,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
                               "phase", "format", "start", "start_after_end", "ends", "before_bind", "consequence",
                               "arose", "translated", "stack", "stop_when_ready", "after_stop", "gated", "frame",
                               "examples", "served", "up", "after", "request", "offline", "until_ready",
-                              "warmup_follows", "engine_start", "engine_up", "frontend"}
+                              "warmup_follows", "waiting", "engine_start", "engine_up", "frontend"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -230,6 +234,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             until_ready=bool(raw.get("until_ready", False)),
             served=bool(raw.get("served", False)), up=bool(raw.get("up", False)), after=after,
             warmup_follows=bool(raw.get("warmup_follows", False)),
+            waiting=bool(raw.get("waiting", False)),
             request=bool(raw.get("request", False)), offline=bool(raw.get("offline", False)),
             engine_start=bool(raw.get("engine_start", False)), engine_up=bool(raw.get("engine_up", False)),
             frontend=bool(raw.get("frontend", False)), frontend_origin=frontend_origin,
