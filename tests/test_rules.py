@@ -101,3 +101,6 @@ def test_bad_pack_is_refused():
     with pytest.raises(rules.RuleError, match="bad pattern"):
         rules._load_pack("vllm", 'family = "vllm"\n[[rule]]\nid = "x"\nkind = "fatal"\n'
                                  'pattern = "(x"\nexamples = ["x"]\n', 0)
+    with pytest.raises(rules.RuleError, match="only a heartbeat"):
+        rules._load_pack("vllm", 'family = "vllm"\n[[rule]]\nid = "x"\nkind = "phase"\nphase = "init"\n'
+                                 'waiting = true\npattern = "x"\nexamples = ["x"]\n', 0)

@@ -212,6 +212,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         frame = raw.get("frame")
         if frame is not None and kind != "cause":
             raise RuleError(f"{where}: only a cause rule reads frames")
+        if raw.get("waiting") and kind != "heartbeat":
+            raise RuleError(f"{where}: only a heartbeat says a process waits")
         after = raw.get("after")
         after = (after,) if isinstance(after, str) else tuple(after) if after is not None else None
         if after is not None and not set(after) <= {r.get("id") for r in data.get("rule", [])}:
