@@ -1935,6 +1935,20 @@ def test_a_line_other_servers_print_too_names_the_family_only_until_another_show
     assert v.server == server and v.outcome == "ready"
 
 
+@pytest.mark.parametrize("text,server", [
+    # FlashInfer's JIT build of its vendored TensorRT-LLM kernels (a path under nv_internal/,
+    # the C++ namespace in nvcc's error) names no TensorRT-LLM server
+    ('/venv/lib/python3.12/site-packages/flashinfer/data/csrc/nv_internal/tensorrt_llm/kernels/x.generated.cu(15): '
+     'error: incomplete type "cutlass::gemm::kernel::GemmUniversal<tensorrt_llm::TmaWarpSpecializedGroupedGemmInput>"\n', None),
+    ('  File "/usr/local/lib/python3.12/dist-packages/tensorrt_llm/llmapi/llm.py", line 1, in <module>\n', "trtllm"),
+])
+def test_a_detect_pattern_is_read_with_its_lookarounds(text, server):
+    """The prefilter finds candidates without lookarounds; the detect pattern itself decides."""
+    run = Run()
+    run.log(text)
+    assert run.finish().server == server
+
+
 def _diagnosed(text):
     import io
 

@@ -104,3 +104,22 @@ def test_bad_pack_is_refused():
     with pytest.raises(rules.RuleError, match="only a heartbeat"):
         rules._load_pack("vllm", 'family = "vllm"\n[[rule]]\nid = "x"\nkind = "phase"\nphase = "init"\n'
                                  'waiting = true\npattern = "x"\nexamples = ["x"]\n', 0)
+    with pytest.raises(rules.RuleError, match="only a frame rule narrows"):
+        rules._load_pack("vllm", 'family = "vllm"\n[[rule]]\nid = "x"\nkind = "cause"\ncause = "other"\n'
+                                 'explanation = "e"\nremedy = "r"\nnarrows = ["missing-module"]\n'
+                                 'pattern = "x"\nexamples = ["x"]\n', 0)
+
+
+def test_a_narrowing_frame_rule_leaves_the_rest_to_the_message_rule():
+    """vLLM's own import of a module it lacks is a broken install (missing-module);
+    a plugin's import of it is a version mismatch (plugin-imports-moved-module)."""
+    def cause(frame):
+        engine = Engine()
+        traceback = ('Traceback (most recent call last):\n'
+                     f'  File "{frame}", line 4, in <module>\n'
+                     '    from vllm.benchmarks.serve import main\n'
+                     "ModuleNotFoundError: No module named 'vllm.benchmarks.serve'\n")
+        return [s.cause_rule.id for s in engine.feed(traceback.encode()) + engine.close()
+                if s.kind == "exception"]
+    assert cause("/workspace/vllm/vllm/entrypoints/cli/benchmark/serve.py") == ["missing-module"]
+    assert cause("/workspace/vllm-omni/vllm_omni/entrypoints/cli/serve.py") == ["plugin-imports-moved-module"]

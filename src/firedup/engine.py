@@ -14,7 +14,7 @@ from typing import Any
 
 from . import lines, rules, server_config, tracebacks
 from .rules import Rule, RuleSet
-from .scanner import Prefilter, Scanner
+from .scanner import Prefilter, Scanner, prefilter_pattern
 from .signals import Signal
 
 # Lines read while the family is unknown are held back this long for it to show.
@@ -80,7 +80,7 @@ _NO_INDENT_TO_TAKE = re.compile(r"[ \t]+\S*Error\b")
 def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
     """The compiled prefilter for a stage of reading, one per rule set and stage.
 
-    Each pattern's tag is its rule, a (family, weak) pair (a detect pattern,
+    Each pattern's tag is its rule, a (family, weak, pattern) triple (a detect pattern,
     while the family is unknown or was found from a weak detect line) or None
     (traceback shapes). After ready (``ready`` 1), the rules that follow
     start-up (phases, progress, heartbeats, request stats) are left out, so
@@ -95,8 +95,11 @@ def _prefilter(ruleset: RuleSet, detect: bool, ready: int) -> Prefilter:
                  or (rule.kind in _AFTER_READY and not (ready == 2 and rule.kind == "benign")))
         ]
         if detect:
-            pairs += [(p.pattern, (pack.family, False)) for pack in ruleset.packs.values() for p in pack.detect]
-            pairs += [(p.pattern, (pack.family, True)) for pack in ruleset.packs.values() for p in pack.detect_weak]
+            # a detect pattern's tag keeps it as the prefilter reads it (a message anywhere in
+            # the line), to confirm what hyperscan's prefilter mode only approximates (a lookaround)
+            pairs += [(p.pattern, (pack.family, weak, re.compile(prefilter_pattern(p.pattern).decode(), re.MULTILINE)))
+                      for pack in ruleset.packs.values()
+                      for weak, patterns in ((False, pack.detect), (True, pack.detect_weak)) for p in patterns]
         pairs += [(p, None) for p in tracebacks.PREFILTER]
         _PREFILTERS[key] = Prefilter([p for p, _ in pairs], [t for _, t in pairs])
     return _PREFILTERS[key]
@@ -126,6 +129,7 @@ class Engine:
         self.tracebacks = tracebacks.Assembler()
         self._cause_rules = [r for r in self.ruleset.rules if r.cause and r.frame is None]
         self._frame_rules = [r for r in self.ruleset.rules if r.frame is not None]
+        self._narrowed = {n for r in self._frame_rules for n in r.narrows}
         self._progress_rules = [r for r in self.ruleset.rules if r.kind == "progress"]
         self._stopping_rules = [r for r in self.ruleset.rules if r.kind == "stopping"]
         self._benign_rules = [r for r in self.ruleset.rules if r.kind == "benign"]
@@ -301,13 +305,14 @@ class Engine:
         for tag in tags:
             if isinstance(tag, Rule):
                 candidates.append(tag)
-            elif isinstance(tag, tuple) and (self.family is None or (self._weak and not tag[1])):
+            elif isinstance(tag, tuple) and (self.family is None or (self._weak and not tag[1])) \
+                    and tag[2].search(record or text):
                 # the first detect line names the family; a weak one gives way to a
                 # strong one, of another family or (confirming it) of its own
                 if tag[0] == self.family:
                     self._settle_family()
                     continue
-                replaces, (self.family, self._weak) = self.family, tag
+                replaces, (self.family, self._weak) = self.family, tag[:2]
                 self._weak_until = lineno + HOLD_LINES
                 self.scanner.prefilter = self._stage()
                 out.append(Signal("detect", lineno, line.text, data={"server": self.family, "replaces": replaces}))
@@ -512,18 +517,21 @@ class Engine:
                 if rule is None and _BARE_ASSERT.match(s.data["message"]) and statement.startswith("assert "):
                     # a bare AssertionError says what failed only in the assert its traceback shows
                     rule = self._cause_of(lines.Line(s.line, "AssertionError: " + statement, s.origin, ""))
-                if rule is None:
-                    rule = self._raised_at(s.data["message"], s.data.get("frame", ""))
+                if rule is None or rule.id in self._narrowed:
+                    rule = self._raised_at(s.data["message"], s.data.get("frame", ""), rule) or rule
                 if rule is not None:
                     s = replace(s, explains=rule)
             out.append(s)
         return out
 
-    def _raised_at(self, message: str, frame: str) -> Rule | None:
-        """The first frame rule that reads the exception and where it was raised."""
+    def _raised_at(self, message: str, frame: str, read: Rule | None = None) -> Rule | None:
+        """The first frame rule that reads the exception and where it was raised
+        (one that narrows the rule that read its message, when one did)."""
         if not frame:
             return None
         for rule in self._frame_rules:
+            if read is not None and read.id not in rule.narrows:
+                continue
             if self._reads(rule) and rule.pattern.search(message) and rule.frame.search(frame):  # type: ignore[union-attr]
                 return rule
         return None

@@ -37,7 +37,7 @@ _START_ANCHOR = re.compile(r"(^|\||\((?:\?:|\?P<\w+>)?)\^")
 _END_ANCHOR = re.compile(r"(?<!\\)\$(?=\||\)|$)")
 
 
-def _prefilter_pattern(pattern: str) -> bytes:
+def prefilter_pattern(pattern: str) -> bytes:
     # Python patterns are matched against a message with its prefixes removed
     # (and its line end, \r or \n, cut); in the raw stream the message starts
     # anywhere in the line, so the anchors go.
@@ -51,7 +51,7 @@ class Prefilter:
 
     def __init__(self, patterns: Sequence[str], tags: Sequence[object]):
         self.tags = list(tags)
-        self.patterns = [_prefilter_pattern(p) for p in patterns]
+        self.patterns = [prefilter_pattern(p) for p in patterns]
         if hyperscan is not None:
             self._db = _load_or_compile(self.patterns)
             self._scratch = threading.local()  # a scratch serves one scan at a time: one per thread

@@ -26,7 +26,10 @@ raised: ``pattern`` searches the exception line, ``frame`` the innermost frame
 of its traceback (``File "…/vllm/config.py", line 9, in __post_init__``). It
 speaks only for exceptions no rule names a cause for from their own words: a
 ``ValueError`` raised while checking the configuration is a rejected argument,
-whatever its message says.
+whatever its message says. One that ``narrows`` a message rule (``missing-module``)
+takes the exceptions that rule reads where it also reads where they were raised:
+a plugin importing a vLLM module its vLLM lacks is no missing install but two
+versions made for others.
 """
 
 from __future__ import annotations
@@ -132,6 +135,7 @@ class Rule:
     after: tuple[str, ...] | None = None
     gated: bool = True  # read only once the log's family is known to be the rule's
     frame: re.Pattern | None = None  # the innermost frame of the exception's traceback (cause rules only)
+    narrows: tuple[str, ...] = ()  # message rules whose exceptions this frame rule takes where its frame matches
     examples: tuple[str, ...] = ()
 
 
@@ -188,7 +192,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
                               "phase", "format", "start", "start_after_end", "ends", "before_bind", "consequence",
                               "arose", "translated", "stack", "stop_when_ready", "after_stop", "gated", "frame",
                               "examples", "served", "up", "after", "request", "offline", "until_ready",
-                              "warmup_follows", "waiting", "engine_start", "engine_up", "frontend"}
+                              "warmup_follows", "waiting", "engine_start", "engine_up", "frontend", "narrows"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
         kind = raw.get("kind")
@@ -212,6 +216,9 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         frame = raw.get("frame")
         if frame is not None and kind != "cause":
             raise RuleError(f"{where}: only a cause rule reads frames")
+        narrows = tuple(raw.get("narrows", ()))
+        if narrows and frame is None:
+            raise RuleError(f"{where}: only a frame rule narrows another")
         if raw.get("waiting") and kind != "heartbeat":
             raise RuleError(f"{where}: only a heartbeat says a process waits")
         after = raw.get("after")
@@ -242,7 +249,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             frontend=bool(raw.get("frontend", False)), frontend_origin=frontend_origin,
             gated=bool(raw.get("gated", True)),
             frame=_compile(frame, where) if frame is not None else None,
-            examples=examples,
+            narrows=narrows, examples=examples,
         ))
     return Pack(
         family=name,
@@ -270,4 +277,8 @@ def load() -> RuleSet:
     dupes = {i for i in ids if ids.count(i) > 1}
     if dupes:
         raise RuleError(f"duplicate rule ids: {sorted(dupes)}")
+    causes = {r.id for r in rules if r.cause and r.frame is None}
+    for r in rules:
+        if stray := sorted(set(r.narrows) - causes):
+            raise RuleError(f"rule {r.id}: narrows only message rules naming a cause, not {stray}")
     return RuleSet(packs=packs, rules=tuple(rules))
