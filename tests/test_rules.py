@@ -110,6 +110,23 @@ def test_bad_pack_is_refused():
                                  'pattern = "x"\nexamples = ["x"]\n', 0)
 
 
+def test_narrows_must_name_a_message_rule_naming_a_cause():
+    """Checked across packs: a narrowed rule may live in another pack, but must exist
+    and be a message rule with a cause (a frame rule or a ready line narrows nothing)."""
+    def pack(narrows):
+        return ('family = "generic"\n[[rule]]\nid = "msg"\nkind = "cause"\ncause = "missing_module"\n'
+                'explanation = "e"\nremedy = "r"\npattern = "^No module"\nexamples = ["No module"]\n'
+                '[[rule]]\nid = "up"\nkind = "ready"\npattern = "^up$"\nexamples = ["up"]\n'
+                '[[rule]]\nid = "frm"\nkind = "cause"\ncause = "version_mismatch"\nexplanation = "e"\n'
+                f'remedy = "r"\nnarrows = {narrows}\npattern = "^No module"\nframe = "plugin/"\n'
+                'examples = ["""Traceback (most recent call last):\n  File \\"/plugin/x.py\\", line 1, in <module>\n'
+                '    import a\nNo module"""]\n')
+    assert [r.id for r in rules._assemble({"generic": pack('["msg"]')}).rules] == ["msg", "up", "frm"]
+    for stray in ('["nope"]', '["up"]', '["frm"]'):
+        with pytest.raises(rules.RuleError, match="narrows only message rules naming a cause"):
+            rules._assemble({"generic": pack(stray)})
+
+
 def test_a_narrowing_frame_rule_leaves_the_rest_to_the_message_rule():
     """vLLM's own import of a module it lacks is a broken install (missing-module);
     a plugin's import of it is a version mismatch (plugin-imports-moved-module)."""

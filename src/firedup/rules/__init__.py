@@ -267,10 +267,15 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
 def load() -> RuleSet:
     """Load every pack shipped with firedup, server families first, generic last."""
     base = resources.files(__package__)
+    return _assemble({name: base.joinpath(f"{name}.toml").read_text("utf-8") for name in (*FAMILIES, "generic")})
+
+
+def _assemble(texts: dict[str, str]) -> RuleSet:
+    """One RuleSet of the packs' TOML texts, in their order: what holds across packs is checked here."""
     packs: dict[str, Pack] = {}
     rules: list[Rule] = []
-    for name in (*FAMILIES, "generic"):
-        pack = _load_pack(name, base.joinpath(f"{name}.toml").read_text("utf-8"), len(rules))
+    for name, text in texts.items():
+        pack = _load_pack(name, text, len(rules))
         packs[name] = pack
         rules.extend(pack.rules)
     ids = [r.id for r in rules]
