@@ -1939,6 +1939,27 @@ def test_a_segmentation_fault_after_a_request_error_is_a_segfault():
     assert v.outcome == "failed" and v.cause == "segfault" and "Caught signal 11" in v.evidence["line"]
 
 
+LLAMACPP_TAIL = ("llama_kv_cache:      CUDA0 KV buffer size =   768.00 MiB\n"
+                 "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 26474.02 MiB on device 0: "
+                 "cudaMalloc failed: out of memory\n"
+                 "graph_reserve: failed to allocate compute buffers\n")
+
+
+@pytest.mark.parametrize("fault,cause", [
+    # bash reports the death once it is over; the wrapper then prints the log's tail
+    ('bash: line 1: 308206 Segmentation fault      (core dumped) nohup bash -c "./build/bin/llama-server -m m.gguf"\n',
+     "cuda_oom"),
+    # a bare report (the process's own, or a terminal's): what follows is not known to be that process's
+    ("Segmentation fault (core dumped)\n", "segfault"),
+])
+def test_a_shells_report_of_a_crash_takes_the_cause_the_tail_under_it_names(fault, cause):
+    run = Run()
+    run.log("main: build = 8198 (abc1234)\n" + fault + LLAMACPP_TAIL)
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", cause)
+    assert v.evidence["line"] == (fault if cause == "segfault" else LLAMACPP_TAIL.split("\n")[1] + "\n").rstrip("\n")
+
+
 @pytest.mark.parametrize("text,server", [
     ("[transformers] The tokenizer you are loading from '/m' with an incorrect regex pattern: https://x\n"
      "[TM][WARN][0912.11:44:07.043272][nccl.cu:81] Window registration may cause memory leaks in NCCL 2.27\n"

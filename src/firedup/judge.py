@@ -82,7 +82,9 @@ exception lines, tracebacks cut short), in log order, the root is
    error, ``terminate called ...`` after a Python or NCCL error; a memory
    fault, "Segmentation fault", is a root of its own, unless lines naming a
    root cause come just before it (within BURST_LINES: ggml going on with a
-   buffer it failed to allocate), the first of them then the root;
+   buffer it failed to allocate), the first of them then the root, or, for a
+   script's shell reporting the crash ("bash: line 1: PID Segmentation fault
+   ..."), just after it (a wrapper printing the log's tail under its report);
    a kernel op missing from its namespace, when a line above names that
    namespace's library failing to load: that line, root and evidence;
    ``worker_died``: a process reporting another's death, often after that
@@ -282,6 +284,10 @@ _DIGITS = re.compile(r"\d+")
 # Docker's "Bind for 0.0.0.0:9001", "Failed to bind to 0.0.0.0:8000".
 _PORT_NAMED = re.compile(r"(?:', |\bport[:=]\s?|\b(?:for|to) [\w.\[\]:]*:)(?P<port>\d{2,5})\b")
 _WATCHDOG_REPORT = re.compile(r"watchdog thread terminated with exception: ")
+# A shell reporting that a command it ran died ("bash: line 1: 308206 Segmentation fault
+# (core dumped) nohup ./llama-server ...", "./start.sh: line 9: 4242 Bus error ..."):
+# printed once the process is gone, by a wrapper that may print its log's tail after it.
+_SHELL_REPORT = re.compile(r"^(?:\S+: )?line \d+: +\d+ (?:Segmentation fault|Bus error)")
 # Cause lines further than this before the failure do not explain it.
 CONTEXT_LINES = 500
 _TOKEN = re.compile(r"[\W_]+")
@@ -1344,8 +1350,13 @@ class Judge:
     def _fault_after(self, fault: Signal) -> Signal:
         """A memory fault right after lines naming a root cause (an allocation
         that failed, a load that failed: ggml going on with a null buffer) is
-        their consequence: the first of those lines, within BURST_LINES."""
+        their consequence: the first of those lines, within BURST_LINES. A
+        shell's report of the crash says it after the fact, so a wrapper that
+        prints the process's last lines under it puts the cause after it: the
+        first line naming one within BURST_LINES below, when none comes before."""
         burst = [c for c in self.causes if 0 < fault.lineno - c.lineno <= BURST_LINES and not _weak(c)]
+        if not burst and _SHELL_REPORT.search(fault.message or fault.line):
+            burst = [c for c in self.causes if 0 < c.lineno - fault.lineno <= BURST_LINES and not _weak(c)]
         return burst[0] if burst else fault
 
     def _died_in(self, fault: Signal) -> Rule | None:
