@@ -1939,6 +1939,51 @@ def test_a_segmentation_fault_after_a_request_error_is_a_segfault():
     assert v.outcome == "failed" and v.cause == "segfault" and "Caught signal 11" in v.evidence["line"]
 
 
+TRTLLM_BENCH_UP = ("[TensorRT-LLM] TensorRT-LLM version: 0.15.0\n"
+                   "[12/03/2024-10:12:03] [TRT-LLM] [I] Initializing Executor.\n"
+                   "[TensorRT-LLM][INFO] Loaded engine size: 15323 MiB\n"
+                   "[12/03/2024-10:12:31] [TRT-LLM] [I] WAITING ON EXECUTOR...\n"
+                   "[12/03/2024-10:12:31] [TRT-LLM] [I] Executor started.\n"
+                   "[12/03/2024-10:12:31] [TRT-LLM] [I] Benchmark started.\n")
+
+
+@pytest.mark.parametrize("text,outcome,cause", [
+    # the run's answers: its report is printed only once every request was answered
+    (TRTLLM_BENCH_UP + "[12/03/2024-10:13:10] [TRT-LLM] [I] \n\n=====\n= PERFORMANCE OVERVIEW \n=====\n"
+     "Token Throughput (tokens/sec):\t16891.9057\n", "ready", None),
+    # "Executor started." is no ready line: the benchmark's first forward pass can still fail
+    (TRTLLM_BENCH_UP + "[TensorRT-LLM][ERROR] Encountered an error in forwardAsync function: [TensorRT-LLM][ERROR] "
+     "CUDA runtime error in cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory "
+     "(/src/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:125)\n"
+     "mpirun detected that one or more processes exited with non-zero status, thus causing\n", "failed", "cuda_oom"),
+    # and the latency benchmark (0.14) prints it before the engine loads
+    ("[TensorRT-LLM] TensorRT-LLM version: 0.14.0\n"
+     "[11/02/2024-08:01:14] [TRT-LLM] [I] Starting Executor backend...\n"
+     "[11/02/2024-08:01:14] [TRT-LLM] [I] Executor started.\n"
+     "[11/02/2024-08:01:14] [TRT-LLM] [I] Initializing backend...\n"
+     "[TensorRT-LLM][INFO] Loaded engine size: 15323 MiB\n", "incomplete", None),
+])
+def test_trtllm_bench_is_up_when_its_report_comes(text, outcome, cause):
+    run = Run()
+    run.log(text)
+    v = run.finish()
+    assert (v.outcome, v.cause) == (outcome, cause)
+
+
+def test_jaxs_tpu_probe_on_a_gpu_host_names_no_cause():
+    """JAX logs the backends it could not start (INFO) as it looks for one; a TPU that is
+    not there says nothing of a GPU server's failure. Its own exception does."""
+    probe = ("INFO 06-26 20:05:10 [xla_bridge.py:895] Unable to initialize backend 'tpu': FAILED_PRECONDITION: "
+             "TPU initialization failed: No TPU devices found after filtering\n")
+    run = Run()
+    run.log(VLLM_START + probe + "ValueError: Unexpected shard id for lm_head.weight: 3\n")
+    assert (run.finish().outcome, run.finish().cause) == ("failed", "other")
+    run = Run()
+    run.log(VLLM_START + "jax.errors.JaxRuntimeError: FAILED_PRECONDITION: TPU initialization failed: "
+            "No TPU devices found after filtering\n")
+    assert run.finish().cause == "gpu_unavailable"
+
+
 LLAMACPP_TAIL = ("llama_kv_cache:      CUDA0 KV buffer size =   768.00 MiB\n"
                  "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 26474.02 MiB on device 0: "
                  "cudaMalloc failed: out of memory\n"
