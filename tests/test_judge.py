@@ -1939,6 +1939,29 @@ def test_a_segmentation_fault_after_a_request_error_is_a_segfault():
     assert v.outcome == "failed" and v.cause == "segfault" and "Caught signal 11" in v.evidence["line"]
 
 
+TGI_SHARD_DIED = ('2024-05-01T10:00:00.000000Z  INFO text_generation_launcher: Args { model_id: "x" }\n'
+                  "2024-05-01T10:00:01.000000Z  INFO shard-manager: text_generation_launcher: Starting shard rank=0\n"
+                  "2024-05-01T10:00:09.000000Z ERROR shard-manager: text_generation_launcher: Shard process was "
+                  "signaled to shutdown with signal 11 rank=0\n")
+TGI_GAVE_UP = ("2024-05-01T10:00:09.000000Z ERROR text_generation_launcher: Shard 0 failed to start\n"
+               "Error: ShardCannotStart\n")
+
+
+@pytest.mark.parametrize("dump,cause,evidence", [
+    ("", "segfault", "signal 11"),
+    # the shard's own stderr says why it died: how it died gives way to that
+    ("2024-05-01T10:00:09.000000Z ERROR shard-manager: text_generation_launcher: Shard complete standard error "
+     "output:\n\nTraceback (most recent call last):\n  File \"/opt/conda/bin/text-generation-server\", line 8, "
+     "in <module>\n    sys.exit(app())\nRuntimeError: CUDA error: an illegal memory access was encountered\n\n",
+     "other", "RuntimeError: CUDA error"),
+])
+def test_a_tgi_shard_killed_by_a_crash_signal_is_a_segfault_unless_its_stderr_says_more(dump, cause, evidence):
+    run = Run()
+    run.log(TGI_SHARD_DIED + dump + TGI_GAVE_UP)
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", cause) and evidence in v.evidence["line"]
+
+
 TRTLLM_BENCH_UP = ("[TensorRT-LLM] TensorRT-LLM version: 0.15.0\n"
                    "[12/03/2024-10:12:03] [TRT-LLM] [I] Initializing Executor.\n"
                    "[TensorRT-LLM][INFO] Loaded engine size: 15323 MiB\n"
