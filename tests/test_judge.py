@@ -2000,7 +2000,8 @@ def test_jaxs_tpu_probe_on_a_gpu_host_names_no_cause():
              "TPU initialization failed: No TPU devices found after filtering\n")
     run = Run()
     run.log(VLLM_START + probe + "ValueError: Unexpected shard id for lm_head.weight: 3\n")
-    assert (run.finish().outcome, run.finish().cause) == ("failed", "other")
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", "other")
     run = Run()
     run.log(VLLM_START + "jax.errors.JaxRuntimeError: FAILED_PRECONDITION: TPU initialization failed: "
             "No TPU devices found after filtering\n")
@@ -2013,19 +2014,20 @@ LLAMACPP_TAIL = ("llama_kv_cache:      CUDA0 KV buffer size =   768.00 MiB\n"
                  "graph_reserve: failed to allocate compute buffers\n")
 
 
-@pytest.mark.parametrize("fault,cause", [
+SHELL_SEGFAULT = 'bash: line 1: 308206 Segmentation fault      (core dumped) nohup ./build/bin/llama-server -m m.gguf'
+
+
+@pytest.mark.parametrize("fault,cause,evidence", [
     # bash reports the death once it is over; the wrapper then prints the log's tail
-    ('bash: line 1: 308206 Segmentation fault      (core dumped) nohup bash -c "./build/bin/llama-server -m m.gguf"\n',
-     "cuda_oom"),
+    (SHELL_SEGFAULT, "cuda_oom", LLAMACPP_TAIL.split("\n")[1]),
     # a bare report (the process's own, or a terminal's): what follows is not known to be that process's
-    ("Segmentation fault (core dumped)\n", "segfault"),
+    ("Segmentation fault (core dumped)", "segfault", "Segmentation fault (core dumped)"),
 ])
-def test_a_shells_report_of_a_crash_takes_the_cause_the_tail_under_it_names(fault, cause):
+def test_a_shells_report_of_a_crash_takes_the_cause_the_tail_under_it_names(fault, cause, evidence):
     run = Run()
-    run.log("main: build = 8198 (abc1234)\n" + fault + LLAMACPP_TAIL)
+    run.log("main: build = 8198 (abc1234)\n" + fault + "\n" + LLAMACPP_TAIL)
     v = run.finish()
-    assert (v.outcome, v.cause) == ("failed", cause)
-    assert v.evidence["line"] == (fault if cause == "segfault" else LLAMACPP_TAIL.split("\n")[1] + "\n").rstrip("\n")
+    assert (v.outcome, v.cause, v.evidence["line"]) == ("failed", cause, evidence)
 
 
 @pytest.mark.parametrize("text,server", [
