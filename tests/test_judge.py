@@ -2008,6 +2008,27 @@ def test_jaxs_tpu_probe_on_a_gpu_host_names_no_cause():
     assert run.finish().cause == "gpu_unavailable"
 
 
+TRITON_LOADING = ("I1107 17:42:20.100000 1 server.cc:674] Starting Triton\n"
+                  "[TensorRT-LLM][INFO] Loaded engine size: 14000 MiB\n")
+DESERIALIZE_FAILED = ("[TensorRT-LLM][ERROR] Assertion failed: Failed to deserialize cuda engine. "
+                      "(/src/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmRuntime.cpp:96)")
+TRT_OOM = "[11/07/2025-17:42:27] [TRT] [E] [resizingAllocator.cpp::allocate::78] Error Code 1: Cuda Runtime (out of memory)"
+
+
+@pytest.mark.parametrize("before,cause,evidence", [
+    # TensorRT says why it could not load the engine: its allocator ran out of memory
+    (TRT_OOM + "\n", "cuda_oom", TRT_OOM),
+    # alone, an engine that does not deserialize was built by another TensorRT
+    ("", "version_mismatch", DESERIALIZE_FAILED),
+])
+def test_an_engine_that_does_not_deserialize_takes_the_cause_tensorrt_gave(before, cause, evidence):
+    run = Run()
+    run.log(TRITON_LOADING + before + DESERIALIZE_FAILED + "\n"
+            "error: creating server: Internal - failed to load all models\n")
+    v = run.finish()
+    assert (v.outcome, v.cause, v.evidence["line"]) == ("failed", cause, evidence)
+
+
 LLAMACPP_TAIL = ("llama_kv_cache:      CUDA0 KV buffer size =   768.00 MiB\n"
                  "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 26474.02 MiB on device 0: "
                  "cudaMalloc failed: out of memory\n"
