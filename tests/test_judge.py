@@ -2035,6 +2035,30 @@ LLAMACPP_TAIL = ("llama_kv_cache:      CUDA0 KV buffer size =   768.00 MiB\n"
                  "graph_reserve: failed to allocate compute buffers\n")
 
 
+RESERVE_OOM = ("0.14.953.955 E ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9043.90 MiB on device 0: "
+               "cudaMalloc failed: out of memory\n"
+               "0.14.953.965 E ggml_gallocr_reserve_n_impl: failed to allocate CUDA0 buffer of size 9483211264\n"
+               "0.14.953.967 E graph_reserve: failed to allocate compute buffers\n")
+RETRY = "0.14.953.976 W sched_reserve: compute buffer allocation failed, retrying without pipeline parallelism\n"
+
+
+@pytest.mark.parametrize("after,outcome,cause", [
+    # llama.cpp fits the graph again without pipeline parallelism, and serves
+    (RETRY + "0.16.963.374 I srv  llama_server: model loaded\n"
+     "0.16.963.383 I srv  llama_server: server is listening on http://127.0.0.1:22162\n", "ready", None),
+    # the retry did not fit either: the error it raises ends the start
+    (RETRY + RESERVE_OOM + "0.15.000.000 E llama_init_from_model: failed to initialize the context: "
+     "failed to allocate compute pp buffers\n", "failed", "cuda_oom"),
+])
+def test_a_compute_graph_that_did_not_fit_fails_only_when_the_retry_does(after, outcome, cause):
+    run = Run()
+    run.log("0.01.328.559 I srv  llama_server: loading model\n" + RESERVE_OOM + after)
+    v = run.finish()
+    assert (v.outcome, v.cause) == (outcome, cause)
+    if outcome == "failed":
+        assert v.evidence["line"] == RESERVE_OOM.split("\n")[0]
+
+
 SHELL_SEGFAULT = 'bash: line 1: 308206 Segmentation fault      (core dumped) nohup ./build/bin/llama-server -m m.gguf'
 
 
