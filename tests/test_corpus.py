@@ -221,7 +221,10 @@ def test_a_tgi_log_written_as_json_gets_the_same_verdict():
     for log in REPORTED:
         if not log.name.startswith("tgi-") or log.stem in KNOWN_MISSES:
             continue
-        as_json = _as_tgi_json(log.read_text(errors="replace"))
+        text = log.read_text(errors="replace")
+        if '"target":"text_generation' in text:
+            continue  # written with --json-output already
+        as_json = _as_tgi_json(text)
         if as_json.count('"fields"') < 3:
             continue  # a paste with too few of TGI's own records to say anything
         rewritten += 1
