@@ -2059,6 +2059,85 @@ def test_a_compute_graph_that_did_not_fit_fails_only_when_the_retry_does(after, 
         assert v.evidence["line"] == RESERVE_OOM.split("\n")[0]
 
 
+VLLM_UP = "(APIServer pid=1647) INFO:     Application startup complete.\n"
+VLLM_LOADING = "(EngineCore_DP0 pid=1775) INFO 06-12 12:17:54 [gpu_model_runner.py:5096] Starting to load model m...\n"
+DP_PORT_TAKEN = (
+    "[W612 12:16:52.310912012 socket.cpp:767] [c10d] The server socket has failed to bind to [::]:40321 "
+    "(errno: 98 - Address already in use).\n"
+    "[E612 12:16:52.311050517 socket.cpp:801] [c10d] The server socket has failed to listen on any local network address.\n"
+    "(EngineCore_DP0 pid=1775) WARNING 06-12 12:16:52 [parallel.py:746] Address already in use. Retrying with a new port.\n")
+
+
+@pytest.mark.parametrize("said,after,outcome,cause", [
+    # vLLM's data-parallel engine takes another port when torch's store could not bind its own
+    (DP_PORT_TAKEN, VLLM_LOADING + VLLM_UP, "ready", None),
+    (DP_PORT_TAKEN, VLLM_LOADING, "incomplete", None),
+    # a best-effort cache write that failed, logged as a warning: start-up goes on
+    ("(EngineCore pid=1775) WARNING 06-12 12:19:00 [startup_plan.py:191] Failed to save startup plan to "
+     "/root/.cache/vllm/startup_plans/3f9c2a7d1e.json: [Errno 28] No space left on device\n", VLLM_UP, "ready", None),
+    # the same words raised, not warned: the start fails
+    ("OSError: [Errno 98] Address already in use\n", "", "failed", "port_in_use"),
+])
+def test_a_fatal_message_logged_as_a_warning_was_handled(said, after, outcome, cause):
+    run = Run()
+    run.log(VLLM_START + said + after)
+    v = run.finish()
+    assert (v.outcome, v.cause) == (outcome, cause)
+
+
+@pytest.mark.parametrize("level", ["[RANK 0] [E] [Autotuner]: Failed when profiling <MoERunner object at 0x7f3c> 17, "
+                                   "shapes=[torch.Size([8192, 7168])], Error occurred: [TensorRT-LLM][ERROR] Assertion "
+                                   "failed: Error occurred when running GEMM!",
+                                   "[W] [Autotuner] Failed when profiling runner=<MoERunner object at 0x7f3c>, tactic=17. "
+                                   "Error: [TensorRT-LLM][ERROR] Assertion failed: Error occurred when running GEMM!"])
+def test_trtllms_autotuner_skips_a_tactic_that_fails(level):
+    run = Run()
+    run.log("[TensorRT-LLM] TensorRT-LLM version: 1.2.0rc5\n"
+            "[12/20/2025-04:21:10] [TRT-LLM] [I] [Autotuner] Autotuning process starts ...\n"
+            f"[12/20/2025-04:21:12] [TRT-LLM] {level}\n"
+            "[12/20/2025-04:21:37] [TRT-LLM] [I] [Autotuner] Autotuning process ends\n"
+            "INFO:     Application startup complete.\n")
+    assert run.finish().outcome == "ready"
+
+
+@pytest.mark.parametrize("last,outcome", [
+    # 0.5.16+: a KV pool smaller than the context is a warning, the start goes on
+    ("[2026-12-05 10:00:44 TP0] KV pool holds 21504 tokens, fewer than --context-length 262144. One full-length "
+     "request cannot fit, so long requests will be refused or truncated at serving time.", "incomplete"),
+    # and its reworded retract line is a server at work
+    ("[2026-12-05 11:20:04 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+     "#new_tokens_gained: 9216, #new_token_ratio: 0.4550 -> 0.5980", "ready"),
+])
+def test_sglangs_newer_kv_pool_lines(last, outcome):
+    run = Run()
+    run.log("[2026-12-05 10:00:00] server_args={'model_path': 'Qwen/Qwen3-30B-A3B', 'port': 30000}\n"
+            "[2026-12-05 10:00:05 TP0] Load weight begin. avail mem=78.53 GB\n" + last + "\n")
+    assert run.finish().outcome == outcome
+
+
+LLAMACPP_RUN = "0.00.000.402 I cmn  common_param: common_params_print_info: verbosity = 3 (adjust with the `-lv N` CLI arg)\n"
+
+
+def test_a_llamacpp_restart_at_default_verbosity_is_a_new_run():
+    """Since mid-2026 llama-server's default verbosity hides its build and system_info
+    lines: the verbosity notice is what each run prints first."""
+    run = Run()
+    run.log(LLAMACPP_RUN + "0.00.001.021 I srv    load_model: loading model 'm'\n"
+            "0.02.240.120 E llama_model_load: error loading model: unable to allocate CUDA0 buffer\n"
+            "0.02.240.700 E srv  llama_server: exiting due to model loading error\n"
+            + LLAMACPP_RUN + "0.00.118.552 I srv    load_model: loading model 'm'\n"
+            "0.03.402.140 I srv  llama_server: listening on http://127.0.0.1:8080\n")
+    assert run.finish().outcome == "ready"
+
+
+def test_vllms_notice_that_its_engine_exited_is_fatal_though_a_warning():
+    run = Run()
+    run.log(VLLM_START + VLLM_UP + "(APIServer pid=1) WARNING 12-05 10:05:07 [core_client.py:729] [shutdown] "
+            "MPClient: engine core exited unexpectedly; starting cleanup\n")
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", "worker_died")
+
+
 SHELL_SEGFAULT = 'bash: line 1: 308206 Segmentation fault      (core dumped) nohup ./build/bin/llama-server -m m.gguf'
 
 

@@ -62,6 +62,9 @@ def test_tensorrt_llm_1_3s_module_tag_and_rank_are_peeled_not_its_messages_own_b
     assert (line.message, line.origin, line.level) == ("[MemUsageChange] Allocated 0.56 GiB", "[RANK 3]", "INFO")
     line = parse("[07/07/2026-03:31:36] [TRT-LLM] [E] [executor] Executor worker initialization error: Traceback")
     assert (line.message, line.level) == ("Executor worker initialization error: Traceback", "ERROR")
+    # the PyTorch backend's rank comes before the level
+    line = parse("[06/21/2025-01:30:12] [TRT-LLM] [RANK 0] [E] [Autotuner]: Failed when profiling")
+    assert (line.message, line.level) == ("[Autotuner]: Failed when profiling", "ERROR")
 
 
 def test_pytorchs_cpp_log_prefix_is_peeled_after_its_rank():
@@ -72,6 +75,11 @@ def test_pytorchs_cpp_log_prefix_is_peeled_after_its_rank():
     line = parse("[E1028 11:50:13.091528000 TCPStore.cpp:125] [c10d] recvValue failed")
     assert (line.message, line.level) == ("[c10d] recvValue failed", "ERROR")
     assert parse("[rank0]: Traceback (most recent call last):").message == "Traceback (most recent call last):"
+    # a month of one digit is not padded; before torch 2.2 no time at all
+    line = parse("[W612 12:16:52.310912012 socket.cpp:767] [c10d] The server socket has failed to bind")
+    assert (line.message, line.level) == ("[c10d] The server socket has failed to bind", "WARNING")
+    line = parse("[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29500")
+    assert (line.message, line.level) == ("[c10d] The server socket has failed to bind to [::]:29500", "WARNING")
 
 
 def test_a_tgi_json_record_reads_as_the_lines_tgi_prints_without_json():

@@ -396,6 +396,9 @@ class Engine:
             signal = replace(signal, kind="phase")  # ready only after that line: before it, the listening line follows
         if rule.kind == "stopped" and before is not None:
             signal.data["before"] = before
+        if rule.kind == "fatal" and line.level == "WARNING" and not rule.warned:
+            # a fatal wording logged as a warning was handled: it names a cause, decides nothing
+            signal = replace(signal, kind="cause" if rule.cause else "benign")
         if rule.kind == "fatal":
             # another worker's traceback still open above this line, its exception read:
             # the judge may decide on this line at once, so it gets that exception first

@@ -97,11 +97,14 @@ _PREFIXES = [
     # glog (Triton): "E0306 16:40:07.708802 117 backend_model.cc:691] "
     re.compile(r"(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\] "),
     # PyTorch's C++ log (c10, c10d, NCCL's process group), after "[rank0]:" when it has one:
-    # "[W1028 11:50:13.091528000 TCPStore.cpp:347] "
-    re.compile(r"\[(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ [\w.-]+:\d+\] "),
+    # "[W1028 11:50:13.091528000 TCPStore.cpp:347] ", a month of one digit unpadded ("[E814 17:27:59.408557873 "),
+    # no time before torch 2.2: "[W socket.cpp:436] "
+    re.compile(r"\[(?P<level>[IWEF])(?:\d{3,4} \d\d:\d\d:\d\d\.\d+)? [\w.-]+:\d+\] "),
     # TensorRT-LLM: "[TensorRT-LLM][INFO] ", "[TRT-LLM] [I] ", after its "[06/02/2026-03:50:10] "; 1.3's
-    # module tag after it, with the rank where there is one: "[executor] ", "[batchmgr][RANK 0] "
-    re.compile(r"\[(?:TensorRT-LLM|TRT-LLM)\]\s?\[(?P<level>[A-Z]+)\] (?:\[[a-z_]+\](?P<origin>\[RANK \d+\])? ?)?"),
+    # module tag after it, with the rank where there is one: "[executor] ", "[batchmgr][RANK 0] "; the
+    # PyTorch backend's rank before the level: "[TRT-LLM] [RANK 0] [E] "
+    re.compile(r"\[(?:TensorRT-LLM|TRT-LLM)\]\s?(?:\[RANK \d+\] )?\[(?P<level>[A-Z]+)\] "
+               r"(?:\[[a-z_]+\](?P<origin>\[RANK \d+\])? ?)?"),
     re.compile(r"\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] "),
     # lmdeploy / python logging: "lmdeploy - INFO - [pid=1 ppid=0] - async_engine.py:130 - " (after its timestamp)
     re.compile(r"(?:- )?(?P<origin>[\w.]+) - (?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
