@@ -2138,6 +2138,23 @@ def test_vllms_notice_that_its_engine_exited_is_fatal_though_a_warning():
     assert (v.outcome, v.cause) == ("failed", "worker_died")
 
 
+LMDEPLOY_TRITON_CHECK = "2026-10-05 10:00:02,101 - lmdeploy - ERROR - base.py:55 - <Triton> check failed!\n"
+
+
+@pytest.mark.parametrize("under,cause", [
+    # the check says which Triton it needs
+    ("triton>=3.4.0 is required. Found triton==3.3.1\n", "version_mismatch"),
+    # its test kernel did not compile, and the lines under it say nothing a rule reads
+    ("Traceback (most recent call last):\n  File \"/opt/py/triton/compiler/compiler.py\", line 9, in compile\n"
+     "    raise CompilationError(src)\nCompilationError: at 1:0\n", "compile_error"),
+])
+def test_lmdeploys_triton_check_takes_the_reason_printed_under_it(under, cause):
+    run = Run()
+    run.log("$ lmdeploy serve api_server Qwen/Qwen3-8B --backend pytorch\n" + LMDEPLOY_TRITON_CHECK + under)
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", cause)
+
+
 SHELL_SEGFAULT = 'bash: line 1: 308206 Segmentation fault      (core dumped) nohup ./build/bin/llama-server -m m.gguf'
 
 
