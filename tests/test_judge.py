@@ -46,12 +46,22 @@ VLLM_START = "INFO 10-12 00:26:50 api_server.py:528] vLLM API server version 0.6
 
 # -- traps -----------------------------------------------------------------
 
-def test_ready_looking_line_then_bind_failure_is_failed():
+@pytest.mark.parametrize("up,bind_failed", [
+    (VLLM_START + "INFO:     Application startup complete.\n",
+     "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use\n"),
+    # TGI's router says "Connected" before it binds (v3.1+)
+    ('2025-12-19T10:00:00.000000Z  INFO text_generation_launcher: Args { model_id: "m", port: 80 }\n'
+     "2025-12-19T10:00:25.500000Z  INFO text_generation_router::server: router/src/server.rs:2302: Connected\n",
+     "2025-12-19T10:00:25.500300Z ERROR text_generation_router::server: router/src/server.rs:2325: "
+     "Failed to bind to 0.0.0.0:80: Address already in use (os error 98)\n"),
+])
+def test_ready_looking_line_then_bind_failure_is_failed(up, bind_failed):
     run = Run()
-    run.log(VLLM_START + "INFO:     Application startup complete.\n", at=1)
-    v = run.log("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
-                "address already in use\n", at=2)
-    assert v.outcome == "failed" and v.cause == "port_in_use" and v.phase == "serving"
+    run.log(up, at=1)
+    v = run.log(bind_failed, at=2)
+    # said before the bind: the start failed there, the server never served
+    assert v.outcome == "failed" and v.cause == "port_in_use" and v.phase == "http"
+    assert not any("crash while serving" in note for note in v.notes)
 
 
 def test_a_log_ending_as_its_http_server_starts_is_ready_unless_the_process_exited():
@@ -2153,6 +2163,21 @@ def test_lmdeploys_triton_check_takes_the_reason_printed_under_it(under, cause):
     run.log("$ lmdeploy serve api_server Qwen/Qwen3-8B --backend pytorch\n" + LMDEPLOY_TRITON_CHECK + under)
     v = run.finish()
     assert (v.outcome, v.cause) == ("failed", cause)
+
+
+TGI_ARGS = '2025-12-19T10:00:00.000000Z  INFO text_generation_launcher: Args { model_id: "m", port: 80 }\n'
+
+
+@pytest.mark.parametrize("order", ["router first", "launcher first"])
+def test_a_shard_that_crashed_in_warm_up_is_the_cause_whichever_thread_wrote_first(order):
+    """The router's "transport error" says only that the shard went away."""
+    router = 'Error: Backend(Warmup(Generation("transport error")))\n'
+    launcher = ("2025-12-19T10:00:21.300100Z ERROR shard-manager: text_generation_launcher: Shard process was "
+                "signaled to shutdown with signal 11 rank=0\n")
+    run = Run()
+    run.log(TGI_ARGS + (router + launcher if order == "router first" else launcher + router))
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", "segfault")
 
 
 SHELL_SEGFAULT = 'bash: line 1: 308206 Segmentation fault      (core dumped) nohup ./build/bin/llama-server -m m.gguf'

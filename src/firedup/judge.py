@@ -33,8 +33,9 @@ Rules for the outcome:
   that request's (a window cut after the start), not during the server's own
   warm-up nor after a fatal line;
 - a ready line printed before the port is bound (uvicorn's "Application
-  startup complete.") waits, without a health probe, ``settle`` seconds for
-  the bind to fail;
+  startup complete.", TGI's "Connected") waits, without a health probe,
+  ``settle`` seconds for the bind to fail; a bind that fails after it is a
+  start that failed (phase http), not a crash while serving;
 - a health 200 from a port held by a process outside the server's tree is not
   ready: it is someone else's server;
 - a ready proven only by a request the server answered (no ready line in the
@@ -1504,14 +1505,25 @@ class Judge:
         phase = self.phase
         if outcome == "failed":
             phase = "serving" if self.ready is not None else (self.failure_phase or self.phase)
+            if self._unbound(cause):
+                phase = "http"
         return Verdict(
             outcome=Outcome(outcome), cause=cause, server=self.server, phase=phase, evidence=evidence,
             explanation=explanation, remedy=remedy, progress=self.progress, config=dict(self.config),
             benign=self._ignored(outcome, cause, evidence), version=self.version, elapsed=now - self.started,
-            phases=phases, exit_code=self.exit_code, notes=self._notes(outcome, now, evidence),
+            phases=phases, exit_code=self.exit_code, notes=self._notes(outcome, now, evidence, cause),
         )
 
-    def _notes(self, outcome: str, now: float, evidence: dict[str, Any] | None) -> list[str]:
+    def _unbound(self, cause: str | None) -> bool:
+        """Whether a failure is the port bind that a ready line printed before
+        binding (uvicorn's "Application startup complete.", TGI's "Connected")
+        still waited for: a start that failed, not a crash while serving."""
+        return cause == "port_in_use" and self.ready is not None and self._settles(self.ready)
+
+    def _notes(self, outcome: str, now: float, evidence: dict[str, Any] | None, cause: str | None) -> list[str]:
+        if outcome == "failed" and self._unbound(cause):
+            return [f"the ready line (line {self.ready.lineno}) comes before the server binds its port: "
+                    "binding it failed, so the server never served"]
         if outcome == "failed" and self.ready is not None:
             where = f"line {self.ready.lineno}" if self.ready.lineno else "its health check"
             lines = (evidence or {}).get("lineno", 0) - self.ready.lineno
