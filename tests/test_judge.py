@@ -2140,14 +2140,6 @@ def test_a_llamacpp_restart_at_default_verbosity_is_a_new_run():
     assert run.finish().outcome == "ready"
 
 
-def test_vllms_notice_that_its_engine_exited_is_fatal_though_a_warning():
-    run = Run()
-    run.log(VLLM_START + VLLM_UP + "(APIServer pid=1) WARNING 12-05 10:05:07 [core_client.py:729] [shutdown] "
-            "MPClient: engine core exited unexpectedly; starting cleanup\n")
-    v = run.finish()
-    assert (v.outcome, v.cause) == ("failed", "worker_died")
-
-
 LMDEPLOY_TRITON_CHECK = "2026-10-05 10:00:02,101 - lmdeploy - ERROR - base.py:55 - <Triton> check failed!\n"
 
 

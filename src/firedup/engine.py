@@ -396,7 +396,7 @@ class Engine:
             signal = replace(signal, kind="phase")  # ready only after that line: before it, the listening line follows
         if rule.kind == "stopped" and before is not None:
             signal.data["before"] = before
-        if rule.kind == "fatal" and line.level == "WARNING" and not rule.warned:
+        if rule.kind == "fatal" and line.level == "WARNING":
             # a fatal wording logged as a warning was handled: it names a cause, decides nothing
             signal = replace(signal, kind="cause" if rule.cause else "benign")
         if rule.kind == "fatal":

@@ -81,10 +81,6 @@ class Rule:
     # The cause says how a process died, not why (an abort, a SIGKILL, a dead
     # worker): an earlier error, or a cause line nearby, is the root.
     consequence: bool = False
-    # A fatal line the server logs as a warning (vLLM's client noticing its engine
-    # died): fatal all the same. Other fatal wordings logged as warnings were
-    # handled (a port taken, so another is tried; a cache that could not be saved).
-    warned: bool = False
     # The line where its cause arose (NCCL's WARN at the call that failed): a root
     # of the same cause after it, which says only that it failed, gives it the evidence.
     arose: bool = False
@@ -194,8 +190,8 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         where = f"{name}.toml rule {rid}"
         unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
                               "phase", "format", "start", "start_after_end", "ends", "before_bind", "consequence",
-                              "warned", "arose", "translated", "stack", "stop_when_ready", "after_stop", "gated",
-                              "frame", "examples", "served", "up", "after", "request", "offline", "until_ready",
+                              "arose", "translated", "stack", "stop_when_ready", "after_stop", "gated", "frame",
+                              "examples", "served", "up", "after", "request", "offline", "until_ready",
                               "warmup_follows", "waiting", "engine_start", "engine_up", "frontend", "narrows"}
         if unknown:
             raise RuleError(f"{where}: unknown keys {sorted(unknown)}")
@@ -239,8 +235,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
             start=bool(raw.get("start", False)) or bool(raw.get("start_after_end", False)),
             start_after_end=bool(raw.get("start_after_end", False)), ends=bool(raw.get("ends", False)),
             before_bind=bool(raw.get("before_bind", False)),
-            consequence=bool(raw.get("consequence", False)), warned=bool(raw.get("warned", False)),
-            arose=bool(raw.get("arose", False)),
+            consequence=bool(raw.get("consequence", False)), arose=bool(raw.get("arose", False)),
             translated=bool(raw.get("translated", False)),
             stack=bool(raw.get("stack", False)),
             stop_when_ready=bool(raw.get("stop_when_ready", False)),
