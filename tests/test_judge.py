@@ -64,6 +64,17 @@ def test_ready_looking_line_then_bind_failure_is_failed(up, bind_failed):
     assert not any("crash while serving" in note for note in v.notes)
 
 
+def test_a_port_taken_long_after_a_ready_line_said_before_binding_is_a_crash_while_serving():
+    """A store a weight-sync group makes after the server served: not uvicorn's bind."""
+    run = Run()
+    run.log(VLLM_START + "INFO:     Application startup complete.\n"
+            + 'INFO:     10.0.0.5:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n' * 6
+            + "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+              "address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use\n")
+    v = run.finish()
+    assert (v.outcome, v.cause, v.phase) == ("failed", "port_in_use", "serving")
+
+
 def test_a_log_ending_as_its_http_server_starts_is_ready_unless_the_process_exited():
     # a logging config that sends uvicorn's lines to another file: the engine is
     # up, the API server starts and lists its routes, and the log ends there
@@ -2168,6 +2179,16 @@ def test_a_shard_that_crashed_in_warm_up_is_the_cause_whichever_thread_wrote_fir
                 "signaled to shutdown with signal 11 rank=0\n")
     run = Run()
     run.log(TGI_ARGS + (router + launcher if order == "router first" else launcher + router))
+    v = run.finish()
+    assert (v.outcome, v.cause) == ("failed", "segfault")
+
+
+def test_a_crash_while_serving_takes_no_cause_from_an_allocation_retried_at_start():
+    run = Run()
+    run.log("0.00.001.021 I srv    load_model: loading model 'm'\n" + RESERVE_OOM + RETRY
+            + "0.06.000.100 I srv  llama_server: server is listening on http://0.0.0.0:8080\n"
+            "0.20.000.000 I slot launch_slot_: id  0 | task 0 | processing task\n"
+            "Segmentation fault (core dumped)\n")
     v = run.finish()
     assert (v.outcome, v.cause) == ("failed", "segfault")
 

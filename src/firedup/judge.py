@@ -299,6 +299,9 @@ WRAPPER = 3.5
 _QUOTED_MIN = 20
 # Lines naming one cause this close to each other tell one failure.
 BURST_LINES = 20
+# A bind error this close after a ready line printed before binding is that bind's
+# (uvicorn's error, TGI's, and the lines of their shutdown around it).
+BIND_LINES = 5
 # How deep a native stack printed before the line saying how the process died may be.
 STACK_LINES = 100
 
@@ -1354,8 +1357,12 @@ class Judge:
         their consequence: the first of those lines, within BURST_LINES. A
         shell's report of the crash says it after the fact, so a wrapper that
         prints the process's last lines under it puts the cause after it: the
-        first line naming one within BURST_LINES below, when none comes before."""
-        burst = [c for c in self.causes if 0 < fault.lineno - c.lineno <= BURST_LINES and not _weak(c)]
+        first line naming one within BURST_LINES below, when none comes before.
+        A crash while serving takes no cause from the start-up before the ready
+        line (an allocation llama.cpp retried and got)."""
+        since = self.ready.lineno if self.ready is not None and self.ready.lineno < fault.lineno else 0
+        burst = [c for c in self.causes if 0 < fault.lineno - c.lineno <= BURST_LINES and c.lineno > since
+                 and not _weak(c)]
         if not burst and _SHELL_REPORT.search(fault.message or fault.line):
             burst = [c for c in self.causes if 0 < c.lineno - fault.lineno <= BURST_LINES and not _weak(c)]
         return burst[0] if burst else fault
@@ -1505,7 +1512,7 @@ class Judge:
         phase = self.phase
         if outcome == "failed":
             phase = "serving" if self.ready is not None else (self.failure_phase or self.phase)
-            if self._unbound(cause):
+            if self._unbound(cause, evidence):
                 phase = "http"
         return Verdict(
             outcome=Outcome(outcome), cause=cause, server=self.server, phase=phase, evidence=evidence,
@@ -1514,14 +1521,20 @@ class Judge:
             phases=phases, exit_code=self.exit_code, notes=self._notes(outcome, now, evidence, cause),
         )
 
-    def _unbound(self, cause: str | None) -> bool:
+    def _unbound(self, cause: str | None, evidence: dict[str, Any] | None) -> bool:
         """Whether a failure is the port bind that a ready line printed before
         binding (uvicorn's "Application startup complete.", TGI's "Connected")
-        still waited for: a start that failed, not a crash while serving."""
-        return cause == "port_in_use" and self.ready is not None and self._settles(self.ready)
+        still waited for: a start that failed, not a crash while serving. Only
+        right after that line, with no request taken in between (a port another
+        part takes later, a weight-sync group's store, is a crash while serving)."""
+        if cause != "port_in_use" or self.ready is None or not self._settles(self.ready):
+            return False
+        served = self.first_request is not None and self.first_request.lineno > self.ready.lineno
+        near = evidence is not None and 0 < evidence.get("lineno", 0) - self.ready.lineno <= BIND_LINES
+        return near and not served
 
     def _notes(self, outcome: str, now: float, evidence: dict[str, Any] | None, cause: str | None) -> list[str]:
-        if outcome == "failed" and self._unbound(cause):
+        if outcome == "failed" and self._unbound(cause, evidence):
             return [f"the ready line (line {self.ready.lineno}) comes before the server binds its port: "
                     "binding it failed, so the server never served"]
         if outcome == "failed" and self.ready is not None:
