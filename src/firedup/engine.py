@@ -399,11 +399,11 @@ class Engine:
         if rule.kind == "fatal" and line.level == "WARNING":
             # a fatal wording logged as a warning was handled: it names a cause, decides nothing
             signal = replace(signal, kind="cause" if rule.cause else "benign")
-        if rule.kind == "fatal":
+        if signal.kind == "fatal":
             # another worker's traceback still open above this line, its exception read:
             # the judge may decide on this line at once, so it gets that exception first
             out += self._attach(self.tracebacks.close_answered(lineno))
-        if rule.kind == "fatal" and rule.cause is None:
+        if signal.kind == "fatal" and rule.cause is None:
             signal = replace(signal, explains=self._cause_of(line))
         elif rule.kind == "benign" and in_block:
             return 0  # frames of a traceback are not warnings

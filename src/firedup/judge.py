@@ -1510,15 +1510,14 @@ class Judge:
         phases = dict(self.phases)
         phases[self.phase] = round(phases.get(self.phase, 0.0) + now - self.phase_started, 3)
         phase = self.phase
+        unbound = outcome == "failed" and self._unbound(cause, evidence)
         if outcome == "failed":
-            phase = "serving" if self.ready is not None else (self.failure_phase or self.phase)
-            if self._unbound(cause, evidence):
-                phase = "http"
+            phase = "http" if unbound else "serving" if self.ready is not None else (self.failure_phase or self.phase)
         return Verdict(
             outcome=Outcome(outcome), cause=cause, server=self.server, phase=phase, evidence=evidence,
             explanation=explanation, remedy=remedy, progress=self.progress, config=dict(self.config),
             benign=self._ignored(outcome, cause, evidence), version=self.version, elapsed=now - self.started,
-            phases=phases, exit_code=self.exit_code, notes=self._notes(outcome, now, evidence, cause),
+            phases=phases, exit_code=self.exit_code, notes=self._notes(outcome, now, evidence, unbound),
         )
 
     def _unbound(self, cause: str | None, evidence: dict[str, Any] | None) -> bool:
@@ -1533,8 +1532,8 @@ class Judge:
         near = evidence is not None and 0 < evidence.get("lineno", 0) - self.ready.lineno <= BIND_LINES
         return near and not served
 
-    def _notes(self, outcome: str, now: float, evidence: dict[str, Any] | None, cause: str | None) -> list[str]:
-        if outcome == "failed" and self._unbound(cause, evidence):
+    def _notes(self, outcome: str, now: float, evidence: dict[str, Any] | None, unbound: bool) -> list[str]:
+        if unbound:
             return [f"the ready line (line {self.ready.lineno}) comes before the server binds its port: "
                     "binding it failed, so the server never served"]
         if outcome == "failed" and self.ready is not None:
