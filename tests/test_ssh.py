@@ -146,7 +146,19 @@ def test_remote_pid_exit_fails_the_watch(tmp_path):
     log.write_text(ARGS)
     server = subprocess.Popen(["sleep", "600"])
     source = RemoteSource(Host.parse("testhost"), str(log), pid=server.pid)
-    killer = threading.Timer(1.0, server.kill)
+    # killed once the agent has reported (it checked the pid first): a kill before that is a mistyped
+    # --pid's error, which a loaded machine's slow ssh start would otherwise give
+    reported = threading.Event()
+    events = source.events
+
+    def events_seen():
+        out = events()
+        if out:
+            reported.set()
+        return out
+
+    source.events = events_seen
+    killer = threading.Thread(target=lambda: reported.wait(60) and server.kill(), daemon=True)
     killer.start()
     try:
         verdict = Watch(remote=source, stall=30).run()
