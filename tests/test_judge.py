@@ -1059,6 +1059,76 @@ def test_log_only_exception_then_silence_is_failed_after_the_quiet_period():
     assert v.evidence["line"].startswith("RuntimeError: cuDNN version incompatibility")
 
 
+VLLM_ENGINE_FAILED = (
+    "(EngineCore pid=9) ERROR 08-03 21:49:23 [core.py:1231] EngineCore failed to start.\n"
+    "(EngineCore pid=9) ERROR 08-03 21:49:23 [core.py:1231] Traceback (most recent call last):\n"
+    '(EngineCore pid=9) ERROR 08-03 21:49:23 [core.py:1231]   File "/v/vllm/v1/engine/core.py", line 1200, in run_engine_core\n'
+    "(EngineCore pid=9) ERROR 08-03 21:49:23 [core.py:1231]     engine_core = EngineCoreProc(*args, **kwargs)\n")
+VLLM_ENGINE_FAILED_REST = (
+    '(EngineCore pid=9) ERROR 08-03 21:49:23 [core.py:1231]   File "/v/vllm/v1/core/kv_cache_utils.py", line 760, in _check\n'
+    "(EngineCore pid=9) ERROR 08-03 21:49:23 [core.py:1231]     raise ValueError(\n"
+    "(EngineCore pid=9) ERROR 08-03 21:49:23 [core.py:1231] ValueError: To serve at least one request with the "
+    "model's max seq len (262144), (18.35 GiB KV cache is needed, which is larger than the available KV cache "
+    "memory (8.72 GiB).\n"
+    "(EngineCore pid=9) Process EngineCore:\n")
+
+
+@pytest.mark.parametrize("known", [{"quiet": 2.0}, {}], ids=["log alone", "process known"])
+def test_a_traceback_cut_before_its_exception_line_waits_for_it(known):
+    """A writer's buffer (a block-buffered stdout, a relay) may hold the rest of
+    a traceback for a while: its header and frames name no cause, so neither
+    the quiet period nor the settle decides until its exception comes, or
+    until ``grace`` passes without it."""
+    run = Run(server="vllm", stall=300, grace=30, **known)
+    run.log(VLLM_START, at=0)
+    assert run.log(VLLM_ENGINE_FAILED, at=10) is None
+    assert run.idle(at=10.5) is None
+    assert run.judge.next_deadline() == 40.0
+    assert run.judge.decide(15) is None
+    v = run.log(VLLM_ENGINE_FAILED_REST, at=16)
+    v = v or run.idle(at=16.5) or run.judge.decide(19)
+    assert v.outcome == "failed" and v.cause == "kv_cache_too_small"
+    assert v.evidence["line"].startswith("(EngineCore pid=9) ERROR 08-03 21:49:23 [core.py:1231] ValueError: To serve")
+    # its rest never comes: grace after its last line, the verdict stands on what is there
+    cut = Run(server="vllm", stall=300, grace=30, **known)
+    cut.log(VLLM_START, at=0)
+    cut.log(VLLM_ENGINE_FAILED, at=10)
+    assert cut.idle(at=10.5) is None and cut.judge.decide(39.9) is None
+    assert cut.judge.decide(40).outcome == "failed"
+
+
+@pytest.mark.parametrize("start", [
+    "common_download_file_single_online: no previous model file found C:\\llama.cpp\\m_preset.ini\n"
+    "common_download_file_single_online: HEAD failed, status: 404\n",
+    VLLM_START + "(APIServer pid=6787) [transformers] Unrecognized keys in `rope_parameters` for "
+                 "'rope_type'='default': {'sliding_window'}\n",
+    "You are using a model of type llama to instantiate a model of type . This is not supported for all "
+    "configurations of models and can yield errors.\n",
+], ids=["llama.cpp's HEAD check", "transformers' rope keys", "transformers' model type"])
+def test_a_start_cut_after_a_warning_its_loader_goes_on_after_is_incomplete(start):
+    """A log read while the server still starts (or pasted cut there) whose last
+    line is a warning the start goes on after: no failure in it yet."""
+    run = Run()
+    run.log(start)
+    assert run.finish().outcome == "incomplete"
+
+
+def test_a_module_a_python_warning_says_is_missing_after_the_root_names_no_cause():
+    """An optional import's UserWarning (another restart's process, written after
+    the failure) is no cause of the error above it, as a WARNING record is not."""
+    run = Run(server="vllm")
+    run.log(VLLM_START
+            + "(EngineCore_DP0 pid=214) subprocess.CalledProcessError: Command '' died with <Signals.SIGHUP: 1>.\n"
+            + "(APIServer pid=41) RuntimeError: Engine core initialization failed. See root cause above. "
+              "Failed core proc(s): {}\n"
+            + "(EngineCore_DP0 pid=207) /opt/conda/lib/python3.12/site-packages/neuronx_distributed/modules/moe/"
+              "blockwise.py:102: UserWarning: Warning: Failed to import blockwise_mm_bwd: No module named "
+              "'neuronxcc.nki._private.blockwise_mm'\n")
+    v = run.finish()
+    assert v.outcome == "failed" and v.cause == "other"
+    assert "CalledProcessError" in v.evidence["line"]
+
+
 def test_with_a_process_known_the_quiet_period_does_not_apply():
     run = Run(server="sglang", stall=300, grace=30)  # quiet=None: the exit will tell
     run.log(SGLANG_ARGS + CUDNN_TRACEBACK, at=0)

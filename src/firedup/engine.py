@@ -45,8 +45,6 @@ _WARNING_MARK = re.compile(r"(?i)^\W{0,3}warn(?:ing)?\b|\s-\sWARNING\s-\s")
 _PROCESS_HEADER = re.compile(r"Process [\w.-]+:")
 # the rule IPython draws above a traceback in a notebook's output
 _IPYTHON_RULE = re.compile(r"-{20,}")
-# Python's warnings module: "path/to/module.py:74: FutureWarning: ...", its source line echoed under it
-_PY_WARNING = re.compile(r"\S\.py:\d+: \w*Warning: ")
 _BARE_ASSERT = re.compile(r"(?:\w+\.)*AssertionError:?\s*$")
 # pydantic's ValidationError: its line names the model, the indented lines under
 # it each field's error ("  Value error, max_batch_size [2048] is greater than ...").
@@ -226,7 +224,8 @@ class Engine:
             self._said = self._last_said(lineno, last)
             repeated = self._repeated(new, last.message)
             out.append(Signal("lines", lineno, last.text, data={"n": new, "heartbeats": heartbeats, "calm": calm,
-                                                                "said": self._said, "repeated": repeated}))
+                                                                "said": self._said, "repeated": repeated,
+                                                                "midway": self.tracebacks.midway}))
         return out
 
     def _repeated(self, new: int, message: str) -> bool:
@@ -361,7 +360,7 @@ class Engine:
             line = lines.parse(raw.decode("utf-8", "replace"))
             if _PROCESS_HEADER.fullmatch(line.message) or _IPYTHON_RULE.fullmatch(line.message):
                 continue  # the traceback's own first line
-            if _PY_WARNING.search(line.message):  # a warning an import printed, not where the start had got
+            if lines.PY_WARNING.search(line.message):  # a warning an import printed, not where the start had got
                 echoed = None
                 continue
             if echoed is not None:

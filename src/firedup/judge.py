@@ -18,6 +18,10 @@ Rules for the outcome:
   followed by that silence ``stalled``: nothing else will say so. A later
   calm line (INFO or DEBUG, not a heartbeat, not a shutdown line) shows the
   server went on, and disarms that; the stall window still applies;
+- a log that stops inside a traceback, its frames written but not its
+  exception line (the rest held in a block-buffered stdout or a relay), waits
+  for it: neither ``settle``, ``quiet`` nor ``grace`` decides until it comes or
+  ``grace`` passes after the last line;
 - a stall window that passes with an exception pending is ``failed`` (what
   a finished log with that exception is), not ``stalled``;
 - after ready, exceptions are request or shutdown noise unless raised in the
@@ -168,7 +172,7 @@ from typing import Any
 
 from ._outcome import Outcome
 from .defaults import CONFIRM, GRACE
-from .lines import parse
+from .lines import PY_WARNING, parse
 from .rules import PHASES, Rule
 from .signals import Signal
 from .tracebacks import BARE as _EXCEPTION_LINE
@@ -539,6 +543,7 @@ class Judge:
         self.exit_origin = ""  # "slurm": the scheduler said the job ended, nothing of it is left running
         self.after_ready: list[Signal] = []
         self.last_line_at = now
+        self._midway = False  # the last line read left a traceback before its exception line
         self._calm_lineno = 0  # the last line that showed the server going on
         self._stopping = False  # a shutdown line came after an exception
         # a window that begins as the server goes down: nothing of its start, no error before it
@@ -593,6 +598,7 @@ class Judge:
             said = s.data.get("said")
             self.last_said = Signal("lines", *said) if said else s
             self.last_line_at = now
+            self._midway = s.data.get("midway", False)
             if s.data.get("calm"):
                 self._calm_lineno = s.lineno
             if s.data["n"] > s.data["heartbeats"] and not s.data.get("repeated"):
@@ -918,6 +924,8 @@ class Judge:
     def decide(self, now: float) -> Verdict | None:
         """The verdict as soon as it can be known, or None to keep watching."""
         if self.fatal:
+            if self._unfinished(now):
+                return None
             if self._cause_named() or now - self.last_line_at >= self.settle:
                 return self._failure(now)
             return None  # the lines that name the cause usually follow within the burst
@@ -945,7 +953,8 @@ class Judge:
             over = self.ended is not None and self.quiet is None
             if not over and self._ready_confirmed(now):
                 return self._verdict("ready", now, self._evidence_of(self._ready_line()))
-        elif self.candidates and (now - self.pending_since >= self.grace or self._quiet_after_exception(now)):
+        elif self.candidates and (now - self.pending_since >= self.grace or self._quiet_after_exception(now)) \
+                and not self._unfinished(now):
             return self._failure(now)
         elif self._quiet_after_stop(now):
             return self._stalled(now, self._evidence_of(self._before_stop()))
@@ -1005,14 +1014,17 @@ class Judge:
         times = []
         if self._unchecked_answer is not None:
             times.append(self._unchecked_answer[1] + (self.confirm or CONFIRM))
-        if self.fatal and not self._cause_named():
+        midway = self._midway and bool(self.fatal or self.candidates)
+        if midway:
+            times.append(self.last_line_at + self.grace)
+        elif self.fatal and not self._cause_named():
             times.append(self.last_line_at + self.settle)
         if self.ready is not None:
             if self.confirm is not None and not self.answered:
                 times.append(self.ready_at + self.confirm)
             elif self.confirm is None and self._settles(self.ready):
                 times.append(self.ready_at + self.settle)
-        elif (self.candidates or self.stopped is not None) and self.quiet is not None:
+        elif (self.candidates or self.stopped is not None) and self.quiet is not None and not midway:
             times.append(self.last_line_at + self.quiet)
         return min(times) if times else None
 
@@ -1035,6 +1047,12 @@ class Judge:
         elif self._settles(self.ready) and now - self.ready_at < self.settle:
             return False
         return self.generated or not self.require_generate
+
+    def _unfinished(self, now: float) -> bool:
+        """Whether the log stopped inside a traceback, before its exception
+        line, less than ``grace`` ago: a writer's buffer or a relay holds the
+        rest (the exception names the cause, a frame does not)."""
+        return self._midway and now - self.last_line_at < self.grace
 
     def _quiet_after_exception(self, now: float) -> bool:
         if self.quiet is None or now - self.last_line_at < self.quiet:
@@ -1452,7 +1470,8 @@ class Judge:
                   if not _handled_exception(c) and not (c.cause_rule is not None and c.cause_rule.stack)
                   and (library <= set(_TOKEN.split(c.line)) if library else
                        not (c.cause in ("missing_module", "missing_shared_lib") and not _names_import(best, c)
-                            and (c.level in _HANDLED_LEVELS or best.lineno - c.lineno > BURST_LINES)))]
+                            and (c.level in _HANDLED_LEVELS or PY_WARNING.search(c.line)
+                                 or best.lineno - c.lineno > BURST_LINES)))]
         before = [c for c in causes if since <= c.lineno <= best.lineno]
         after = [c for c in causes if c.lineno > best.lineno]
         near = [*reversed(before), *after]

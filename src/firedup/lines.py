@@ -16,6 +16,8 @@ ANSI = re.compile(r"(?:\x1b|←)\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b\][^\x0
 # Colour codes whose escape a copy lost: "[36m(pid=860)[0m INFO ...". Only on a line
 # that resets the colour, as every coloured prefix does.
 _BARE_SGR = re.compile(r"\[[0-9][0-9;]*m")  # with a number: "[main.rs" is no colour code
+# Python's warnings module ("x.py:102: UserWarning: ..."): a warning whatever the record around it says
+PY_WARNING = re.compile(r"\S\.py:\d+: \w*Warning: ")
 
 # Each pattern removes one prefix; they are tried again until none applies, so
 # stacked prefixes (docker timestamp + SGLang bracket, worker + vLLM level) peel

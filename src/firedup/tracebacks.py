@@ -174,6 +174,12 @@ class Assembler:
     def open(self) -> bool:
         return bool(self._blocks)
 
+    @property
+    def midway(self) -> bool:
+        """Whether a traceback stopped before its exception line (its frames
+        written, the rest still in a pipe's or a relay's buffer)."""
+        return any(block.state != "exception" for block in self._blocks.values())
+
     def feed(self, lineno: int, line: Line) -> list[Signal]:
         self.absorbed = self.consumed = False
         self.block = None
