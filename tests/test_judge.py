@@ -1113,6 +1113,25 @@ def test_a_start_cut_after_a_warning_its_loader_goes_on_after_is_incomplete(star
     assert run.finish().outcome == "incomplete"
 
 
+def test_a_second_vllm_run_appended_after_a_failed_one_is_judged_on_its_own_failure():
+    """The first run's traceback, its exception read, belongs to that run even
+    though no line of its process follows to close it: the second run's banner
+    ends that run, and the log's verdict is the second run's failure."""
+    logo = "(APIServer pid={pid}) INFO 06-07 13:18:43 [utils.py:299]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version {v}\n"
+    run = Run()
+    run.log(logo.format(pid=1, v="0.20.0")
+            + "(APIServer pid=1) Traceback (most recent call last):\n"
+            + '(APIServer pid=1)   File "/v/vllm/config/vllm.py", line 1, in __post_init__\n'
+            + "(APIServer pid=1) ValueError: Chunked MM input disabled but max_tokens_per_mm_item (2496) is larger "
+              "than max_num_batched_tokens (2048). Please increase max_num_batched_tokens.\n"
+            + logo.format(pid=2, v="0.25.1")
+            + "(EngineCore pid=3) ERROR 08-03 21:49:23 [core.py:1231] ValueError: To serve at least one request with "
+              "the model's max seq len (262144), (18.35 GiB KV cache is needed, which is larger than the available KV "
+              "cache memory (8.72 GiB).\n")
+    v = run.finish()
+    assert v.outcome == "failed" and v.cause == "kv_cache_too_small" and v.version == "0.25.1"
+
+
 def test_a_module_a_python_warning_says_is_missing_after_the_root_names_no_cause():
     """An optional import's UserWarning (another restart's process, written after
     the failure) is no cause of the error above it, as a WARNING record is not."""

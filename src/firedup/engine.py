@@ -402,6 +402,10 @@ class Engine:
             # another worker's traceback still open above this line, its exception read:
             # the judge may decide on this line at once, so it gets that exception first
             out += self._attach(self.tracebacks.close_answered(lineno))
+        elif rule.start:
+            # a run begins (a restart appended to the log): the run before's tracebacks, their
+            # exceptions read, are its own, and the judge gets them before this line ends that run
+            out += self._attach(self.tracebacks.close_answered(lineno))
         if signal.kind == "fatal" and rule.cause is None:
             signal = replace(signal, explains=self._cause_of(line))
         elif rule.kind == "benign" and in_block:
