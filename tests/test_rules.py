@@ -1,8 +1,10 @@
 """The rule packs: they load, every cause has a rule, every rule reads its own examples."""
 
+import io
+
 import pytest
 
-from firedup import rules
+from firedup import diagnose, rules
 from firedup.engine import Engine
 
 RULESET = rules.load()
@@ -104,6 +106,10 @@ def test_bad_pack_is_refused():
     with pytest.raises(rules.RuleError, match="only a heartbeat"):
         rules._load_pack("vllm", 'family = "vllm"\n[[rule]]\nid = "x"\nkind = "phase"\nphase = "init"\n'
                                  'waiting = true\npattern = "x"\nexamples = ["x"]\n', 0)
+    with pytest.raises(rules.RuleError, match="remedies must map families"):
+        rules._load_pack("vllm", 'family = "vllm"\n[[rule]]\nid = "x"\nkind = "cause"\ncause = "nccl"\n'
+                                 'explanation = "e"\nremedy = "r"\nremedies = { ollama = "r" }\n'
+                                 'pattern = "x"\nexamples = ["x"]\n', 0)
     with pytest.raises(rules.RuleError, match="only a frame rule narrows"):
         rules._load_pack("vllm", 'family = "vllm"\n[[rule]]\nid = "x"\nkind = "cause"\ncause = "other"\n'
                                  'explanation = "e"\nremedy = "r"\nnarrows = ["missing-module"]\n'
@@ -140,3 +146,15 @@ def test_a_narrowing_frame_rule_leaves_the_rest_to_the_message_rule():
                 if s.kind == "exception"]
     assert cause("/workspace/vllm/vllm/entrypoints/cli/benchmark/serve.py") == ["missing-module"]
     assert cause("/workspace/vllm-omni/vllm_omni/entrypoints/cli/serve.py") == ["plugin-imports-moved-module"]
+
+
+@pytest.mark.parametrize("log,server,words", [
+    ("RuntimeError: CUDA error: out of memory\n", "vllm", "--gpu-memory-utilization"),
+    ("llama_model_load: error loading model: unable to allocate CUDA0 buffer\n", "llamacpp", "-ngl"),
+    ("[TensorRT-LLM][ERROR] CUDA runtime error in cudaMalloc: out of memory\n", "trtllm", "free_gpu_memory_fraction"),
+])
+def test_a_generic_cause_gives_the_remedy_in_the_failed_servers_own_settings(log, server, words):
+    """cuda_oom's remedy names SGLang's and vLLM's flags, except where the log is
+    another family's: llama-server's layers on the GPU, TensorRT-LLM's KV cache share."""
+    v = diagnose(io.BytesIO(log.encode()), server=server)
+    assert v.cause == "cuda_oom" and words in v.remedy

@@ -1271,7 +1271,7 @@ class Judge:
             return self._verdict("failed", now, self._evidence_of(evidence), cause="other",
                                  explanation=said.explanation if said else OTHER_EXPLANATION,
                                  remedy=said.remedy if said else OTHER_REMEDY)
-        remedy = rule.remedy
+        remedy = dict(rule.remedies).get(self.server or "", rule.remedy)
         if rule.cause == "port_in_use" and self.owner == "foreign" and self.holder:
             # the health probe found who holds the server's port: name it, not how to find it
             remedy = f"Stop {self.holder}, which holds the server's port, or start the server on another --port."

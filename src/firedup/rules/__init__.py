@@ -69,6 +69,9 @@ class Rule:
     cause: str | None = None
     explanation: str = ""
     remedy: str = ""
+    # the remedy in one family's own settings, where the server that failed is known (a
+    # generic cause's remedy names SGLang's and vLLM's flags; llama-server has others)
+    remedies: tuple[tuple[str, str], ...] = ()
     phase: str | None = None
     format: str | None = None  # how a config rule's "body" group is written
     start: bool = False  # the line a server prints once when it starts
@@ -188,7 +191,7 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
     for i, raw in enumerate(data.get("rule", [])):
         rid = raw.get("id") or f"{name}#{i}"
         where = f"{name}.toml rule {rid}"
-        unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy",
+        unknown = set(raw) - {"id", "kind", "pattern", "cause", "explanation", "remedy", "remedies",
                               "phase", "format", "start", "start_after_end", "ends", "before_bind", "consequence",
                               "arose", "translated", "stack", "stop_when_ready", "after_stop", "gated", "frame",
                               "examples", "served", "up", "after", "request", "offline", "until_ready",
@@ -225,13 +228,20 @@ def _load_pack(name: str, text: str, start_index: int) -> Pack:
         after = (after,) if isinstance(after, str) else tuple(after) if after is not None else None
         if after is not None and not set(after) <= {r.get("id") for r in data.get("rule", [])}:
             raise RuleError(f"{where}: a rule waits only for rules of its own pack")
+        remedies = raw.get("remedies", {})
+        if not isinstance(remedies, dict) or not set(remedies) <= set(FAMILIES) \
+                or not all(isinstance(v, str) and v.strip() for v in remedies.values()):
+            raise RuleError(f"{where}: remedies must map families ({', '.join(FAMILIES)}) to a remedy each")
+        if remedies and not raw.get("remedy"):
+            raise RuleError(f"{where}: a rule with family remedies needs a remedy for the others")
         examples = tuple(raw.get("examples", ()))
         if not examples:
             raise RuleError(f"{where}: every rule needs at least one example line")
         rules.append(Rule(
             id=rid, family=name, kind=kind, pattern=_compile(raw["pattern"], where),
             index=start_index + i, cause=cause, explanation=raw.get("explanation", "").strip(),
-            remedy=raw.get("remedy", "").strip(), phase=phase, format=fmt,
+            remedy=raw.get("remedy", "").strip(), remedies=tuple(sorted((k, v.strip()) for k, v in remedies.items())),
+            phase=phase, format=fmt,
             start=bool(raw.get("start", False)) or bool(raw.get("start_after_end", False)),
             start_after_end=bool(raw.get("start_after_end", False)), ends=bool(raw.get("ends", False)),
             before_bind=bool(raw.get("before_bind", False)),
