@@ -525,6 +525,45 @@ def test_a_gzipped_log_reads_as_the_log_it_holds_from_a_file_or_stdin(tmp_path, 
     assert diagnose(packed) == plain
 
 
+@pytest.mark.parametrize("packer", ["bz2", "lzma"])
+def test_a_bzip2_or_xz_log_reads_as_the_log_it_holds(tmp_path, monkeypatch, packer):
+    """logrotate's compresscmd may be bzip2 or xz (server.log.1.bz2, .xz), also several streams and small reads."""
+    import importlib
+
+    from firedup import _diagnose
+
+    pack = importlib.import_module(packer).compress
+    text = (FIXTURES / "captured" / "vllm-truncated-shard.log").read_bytes()
+    plain = diagnose(FIXTURES / "captured" / "vllm-truncated-shard.log")
+    half = len(text) // 2
+    packed = tmp_path / "server.log.1.packed"
+    packed.write_bytes(pack(text[:half]) + pack(text[half:]))
+    assert diagnose(packed) == plain
+    proc = run_cli("diagnose", "--json", "-", stdin=packed.read_bytes())
+    assert proc.returncode == 1 and json.loads(proc.stdout)["evidence"] == plain.evidence
+    monkeypatch.setattr(_diagnose, "CHUNK", 1000)
+    assert diagnose(packed) == plain
+
+
+def test_a_zstd_log_and_a_damaged_xz_one_are_refused_in_one_line(tmp_path):
+    import lzma
+
+    zst = tmp_path / "server.log.zst"
+    zst.write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 40)
+    proc = run_cli("diagnose", str(zst))
+    assert proc.returncode == 2 and "zstd -d" in proc.stderr.decode() and proc.stderr.decode().count("\n") == 1
+    damaged = tmp_path / "server.log.xz"
+    packed = lzma.compress(ARGS * 50)
+    damaged.write_bytes(packed[:40] + bytes(b ^ 0xFF for b in packed[40:80]) + packed[80:])
+    proc = run_cli("diagnose", str(damaged))
+    assert proc.returncode == 2 and "damaged compressed data" in proc.stderr.decode()
+    assert proc.stderr.decode().count("\n") == 1
+    # a text log that happens to begin with bzip2's letters is a log
+    text = tmp_path / "bzh.log"
+    text.write_bytes(b"BZh stands for nothing here\n" + ARGS)
+    assert diagnose(text).outcome == "incomplete"
+
+
 def test_a_gzipped_file_cut_short_gives_what_it_holds_and_a_damaged_one_one_line(tmp_path):
     import gzip
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bz2
 import codecs
 import itertools
+import lzma
 import os
 import stat
 import sys
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 from typing import BinaryIO, cast
 
 from ._exceptions import InputError
-from ._sniff import GZIP_MAGIC, UTF16_BOMS, is_device, not_a_log
+from ._sniff import UTF16_BOMS, compression, is_device, not_a_log
 from .engine import Engine
 from .judge import Judge, Verdict
 from .ledger.memory import Memory
@@ -53,9 +55,30 @@ def _gunzipped(chunks: Iterator[bytes]) -> Iterator[bytes]:
     yield inflate.flush()
 
 
+def _unpacked(chunks: Iterator[bytes], new) -> Iterator[bytes]:
+    """The text of bzip2 or xz streams (several, as ``cat a.xz b.xz`` makes), CHUNK bytes at most at a
+    time; a stream cut short gives what it holds."""
+    unpack = new()
+    for data in chunks:
+        while True:
+            try:
+                text = unpack.decompress(data, CHUNK)
+            except (OSError, EOFError, lzma.LZMAError) as e:
+                raise InputError(f"damaged compressed data ({e})") from None
+            yield text
+            data = b""
+            if unpack.eof:  # the next stream, unless what follows is padding
+                data = unpack.unused_data.lstrip(b"\x00")
+                if not data:
+                    break
+                unpack = new()
+            elif unpack.needs_input:
+                break
+
+
 def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | None = None) -> Verdict:
     """Run every line of a binary stream through the rules and the judge; a
-    gzip-compressed stream (a rotated log) is read as the log it holds.
+    gzip-, bzip2- or xz-compressed stream (a rotated log) is read as the log it holds.
 
     ``limit`` stops after that many bytes: a file still being written is read
     as far as it went when diagnose started.
@@ -65,8 +88,15 @@ def diagnose_stream(stream: BinaryIO, server: str | None = None, limit: int | No
     chunks: Iterator[bytes] = _chunks(stream, limit)
     head = next(chunks, b"")
     chunks = itertools.chain([head], chunks)
-    if head.startswith(GZIP_MAGIC):
+    packed = compression(head)
+    if packed == "gzip":
         chunks = _gunzipped(chunks)
+    elif packed == "bzip2":
+        chunks = _unpacked(chunks, bz2.BZ2Decompressor)
+    elif packed == "xz":
+        chunks = _unpacked(chunks, lzma.LZMADecompressor)
+    elif packed == "zstd":
+        raise InputError("a zstd-compressed log: unpack it first (zstd -d, or zstdcat FILE | firedup diagnose -)")
     first = True
     utf16 = None
     for chunk in chunks:

@@ -15,7 +15,15 @@ _CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\x1b") + b"\x7f"
 # A run of NULs is a hole, not content: a log truncated under a writer that kept
 # its offset (logrotate's copytruncate) starts over after one.
 _HOLE = re.compile(rb"\x00{16,}")
-GZIP_MAGIC = b"\x1f\x8b"
+# What a rotated or archived log may be compressed with, by its first bytes (bzip2's
+# "BZh" could begin a text line: its block size digit and first block's magic follow).
+_COMPRESSIONS = {"gzip": re.compile(rb"\x1f\x8b"), "bzip2": re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)"),
+                 "xz": re.compile(rb"\xfd7zXZ\x00"), "zstd": re.compile(rb"\x28\xb5\x2f\xfd")}
+
+
+def compression(head: bytes) -> str | None:
+    """The compression a stream's first bytes say it has (None: none)."""
+    return next((name for name, magic in _COMPRESSIONS.items() if magic.match(head)), None)
 UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 # A safetensors file opens on its JSON header's length (8 bytes, little-endian, at
 # most 100 MB: NULs no text has) and the header, text enough to pass for a log.

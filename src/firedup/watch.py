@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any, BinaryIO
 
 from ._exceptions import InputError, SSHError
-from ._sniff import GZIP_MAGIC, UTF16_BOMS, not_a_log
+from ._sniff import UTF16_BOMS, compression, not_a_log
 from .defaults import CONFIRM, GRACE, IDLE, QUIET, SETTLE, STALL
 from .engine import Engine
 from .judge import Judge, Verdict
@@ -339,8 +339,9 @@ class Watch:
         to call it when they are not; None: not checked), UTF-16 decoded."""
         if data and not self._sniffed:
             self._sniffed = True
-            refused = "this is a gzip-compressed log, which no server is still writing: read it with firedup " \
-                "diagnose" if data.startswith(GZIP_MAGIC) else not_a_log(data)
+            packed = compression(data)
+            refused = f"this is a {packed}-compressed log, which no server is still writing: read it with firedup " \
+                "diagnose" if packed else not_a_log(data)
             if refused and name is not None:
                 raise InputError(f"{name}: {refused}")
             if data.startswith(UTF16_BOMS):
