@@ -1014,7 +1014,7 @@ class Judge:
         times = []
         if self._unchecked_answer is not None:
             times.append(self._unchecked_answer[1] + (self.confirm or CONFIRM))
-        midway = self._midway and bool(self.fatal or self.candidates)
+        midway = self._midway and bool(self.fatal or self.candidates) and not self._cause_named()
         if midway:
             times.append(self.last_line_at + self.grace)
         elif self.fatal and not self._cause_named():
@@ -1050,9 +1050,10 @@ class Judge:
 
     def _unfinished(self, now: float) -> bool:
         """Whether the log stopped inside a traceback, before its exception
-        line, less than ``grace`` ago: a writer's buffer or a relay holds the
-        rest (the exception names the cause, a frame does not)."""
-        return self._midway and now - self.last_line_at < self.grace
+        line, less than ``grace`` ago, and no line read names the cause yet: a
+        writer's buffer or a relay holds the rest (the exception names the
+        cause, a frame does not)."""
+        return self._midway and now - self.last_line_at < self.grace and not self._cause_named()
 
     def _quiet_after_exception(self, now: float) -> bool:
         if self.quiet is None or now - self.last_line_at < self.quiet:
